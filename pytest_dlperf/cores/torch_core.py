@@ -1,0 +1,204 @@
+"""PyTorch training core: a torchvision model, SGD with momentum, cross-entropy.
+
+Written the way NVIDIA's DeepLearningExamples and the PyTorch AMP recipe write it:
+``torch.autocast`` + ``GradScaler`` for fp16, channels_last and cudnn.benchmark on
+CUDA, synthetic batches already on the device. The static loss scale reproduces the
+Apex ``FP16_Optimizer(static_loss_scale=...)`` procedure of seed 001.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+import torchvision
+
+from ..scenario import Scenario, ScenarioError
+from ..synthetic import batches as synthetic_batches
+
+#: Distinct synthetic batches cycled through (enough to defeat caching, small on the device).
+SYNTHETIC_POOL = 4
+
+
+class CudaStepTimer:
+    """Per-step device time from CUDA events, read once per round (no per-step sync)."""
+
+    def __init__(self) -> None:
+        self._events: list[torch.cuda.Event] = []
+
+    def start_round(self) -> None:
+        self._events = [torch.cuda.Event(enable_timing=True)]
+        self._events[0].record()
+
+    def mark(self) -> None:
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        self._events.append(event)
+
+    def step_seconds(self) -> list[float]:
+        return [a.elapsed_time(b) / 1000.0 for a, b in zip(self._events, self._events[1:])]
+
+
+def configure_precision(scenario: Scenario) -> None:
+    """fp32 is strict (TF32 off); tf32 allows TF32 tensor-core math in matmul and cuDNN."""
+    allow_tf32 = scenario.precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+    torch.backends.cudnn.allow_tf32 = allow_tf32
+    torch.backends.cudnn.benchmark = scenario.cudnn_benchmark and scenario.device == "cuda"
+    if scenario.precision == "tf32" and scenario.device == "cuda":
+        major, _ = torch.cuda.get_device_capability()
+        if major < 8:
+            raise ScenarioError("precision='tf32' needs an Ampere or newer GPU (compute capability >= 8.0)")
+
+
+def build_model(scenario: Scenario) -> torch.nn.Module:
+    try:
+        model = torchvision.models.get_model(scenario.model, weights=None, num_classes=scenario.num_classes)
+    except ValueError:
+        known = ", ".join(sorted(torchvision.models.list_models(module=torchvision.models))[:12])
+        raise ScenarioError(f"torchvision has no model {scenario.model!r}; e.g. {known}, ...") from None
+    model = model.to(scenario.device)
+    if scenario.uses_channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    return model.train()
+
+
+class TorchTrainingLoop:
+    def __init__(self, scenario: Scenario, data: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None):
+        self.scenario = scenario
+        self.device = torch.device(scenario.device)
+        self.synchronous = self.device.type == "cpu"
+        self.samples_per_step = scenario.batch_size
+        self.model = build_model(scenario)
+        self.criterion = torch.nn.CrossEntropyLoss()
+        self.optimizer = torch.optim.SGD(
+            self.model.parameters(), lr=scenario.lr, momentum=scenario.momentum, weight_decay=scenario.weight_decay
+        )
+        self.autocast_dtype = {"amp_fp16": torch.float16, "amp_bf16": torch.bfloat16}.get(scenario.precision)
+        fp16 = scenario.precision == "amp_fp16"
+        dynamic = fp16 and scenario.loss_scale == "dynamic"
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=dynamic) if dynamic else None
+        self.static_scale = float(scenario.loss_scale) if fp16 and not dynamic else None
+        self.skipped = 0
+        self.data = list(data) if data is not None else self._synthetic()
+        self._i = 0
+        self.step_timer = CudaStepTimer() if self.device.type == "cuda" else None
+        self.flops_per_step = self._count_flops()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+
+    def _synthetic(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        s = self.scenario
+        memory_format = torch.channels_last if s.uses_channels_last else torch.contiguous_format
+        out = []
+        for images, labels in synthetic_batches(SYNTHETIC_POOL, s.batch_size, s.image_size, s.num_classes, s.seed):
+            x = torch.from_numpy(images).to(self.device).contiguous(memory_format=memory_format)
+            out.append((x, torch.from_numpy(labels).to(self.device)))
+        return out
+
+    def _count_flops(self) -> float | None:
+        """FLOPs of one forward+backward at the real shapes, counted by PyTorch itself."""
+        from torch.utils.flop_counter import FlopCounterMode
+
+        x, y = self.data[0]
+        counter = FlopCounterMode(display=False)
+        with counter:
+            with torch.autocast(self.device.type, dtype=self.autocast_dtype or torch.float32,
+                                enabled=self.autocast_dtype is not None):
+                loss = self.criterion(self.model(x), y)
+            loss.backward()
+        self.optimizer.zero_grad(set_to_none=True)
+        total = counter.get_total_flops()
+        return float(total) if total else None
+
+    def step(self) -> torch.Tensor:
+        x, y = self.data[self._i % len(self.data)]
+        self._i += 1
+        self.optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(self.device.type, dtype=self.autocast_dtype or torch.float32,
+                            enabled=self.autocast_dtype is not None):
+            loss = self.criterion(self.model(x), y)
+        if self.scaler is not None:
+            before = self.scaler.get_scale()
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            if self.scaler.get_scale() < before:
+                self.skipped += 1
+        elif self.static_scale is not None:
+            (loss * self.static_scale).backward()
+            grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+            torch._foreach_mul_(grads, 1.0 / self.static_scale)
+            if bool(torch.isfinite(torch.stack(torch._foreach_norm(grads))).all()):
+                self.optimizer.step()
+            else:
+                self.skipped += 1
+        else:
+            loss.backward()
+            self.optimizer.step()
+        return loss.detach()
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+
+    def losses_to_floats(self, handles: Sequence[torch.Tensor]) -> list[float]:
+        return torch.stack(list(handles)).float().cpu().tolist()
+
+    def loss_scale(self) -> float | None:
+        if self.scaler is not None:
+            return float(self.scaler.get_scale())
+        return self.static_scale
+
+    def skipped_steps(self) -> int:
+        return self.skipped
+
+    def peak_device_memory(self) -> int | None:
+        return int(torch.cuda.max_memory_allocated()) if self.device.type == "cuda" else None
+
+
+def apply_threads(scenario: Scenario) -> None:
+    if scenario.intra_op_threads:
+        torch.set_num_threads(scenario.intra_op_threads)
+    if scenario.inter_op_threads:
+        torch.set_num_interop_threads(scenario.inter_op_threads)
+
+
+def environment(scenario: Scenario) -> dict[str, Any]:
+    env: dict[str, Any] = {
+        "framework": "torch",
+        "framework_version": torch.__version__,
+        "torchvision_version": torchvision.__version__,
+        "intra_op_threads": torch.get_num_threads(),
+        "inter_op_threads": torch.get_num_interop_threads(),
+        "mkldnn": torch.backends.mkldnn.is_available(),
+        "allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+        "channels_last": scenario.uses_channels_last,
+    }
+    if scenario.device == "cuda":
+        props = torch.cuda.get_device_properties(0)
+        env.update(
+            cuda_version=torch.version.cuda,
+            cudnn_version=torch.backends.cudnn.version(),
+            gpu_name=props.name,
+            gpu_capability=f"{props.major}.{props.minor}",
+            gpu_memory_bytes=props.total_memory,
+            gpu_count=torch.cuda.device_count(),
+        )
+    return env
+
+
+def train(scenario: Scenario, progress: Any = None) -> tuple[Any, list[float], dict[str, Any], dict[str, Any]]:
+    """Entry point used by the worker: build, measure, describe the environment."""
+    from ..measure import measure
+
+    apply_threads(scenario)
+    torch.manual_seed(scenario.seed)
+    if scenario.device == "cuda" and not torch.cuda.is_available():
+        raise ScenarioError("device='cuda' but torch sees no CUDA device (check the driver and CUDA_VISIBLE_DEVICES)")
+    configure_precision(scenario)
+    loop = TorchTrainingLoop(scenario)
+    metrics, losses, details = measure(loop, scenario, progress)
+    return metrics, losses, details, environment(scenario)

@@ -1,0 +1,145 @@
+"""The machine a figure was measured on, and the key its baselines are filed under.
+
+Nothing here imports a deep-learning framework: the plugin asks how many GPUs there
+are before any child starts, and the MXNet environment has no torch to ask.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from typing import Any
+
+#: Environment variables that change how training runs; recorded with every figure.
+RECORDED_ENV_PREFIXES = ("OMP_", "KMP_", "MKL_", "DNNL_", "ONEDNN_", "TF_", "MXNET_", "CUDA_", "NCCL_", "DMLC_")
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str
+    driver: str
+    memory_mib: int
+
+
+def _visible(indexes: list[int]) -> list[int]:
+    raw = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if raw is None:
+        return indexes
+    raw = raw.strip()
+    if raw in ("", "-1", "none", "NoDevFiles"):
+        return []
+    wanted = []
+    for part in raw.split(","):
+        part = part.strip()
+        if part.isdigit() and int(part) in indexes:
+            wanted.append(int(part))
+        elif not part.isdigit():  # UUIDs: count them, trust the driver
+            wanted.append(len(wanted))
+    return wanted
+
+
+@functools.lru_cache(maxsize=1)
+def _all_gpus() -> tuple[Gpu, ...]:
+    if shutil.which("nvidia-smi") is None:
+        return ()
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index,name,driver_version,memory.total", "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=30, check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    gpus = {}
+    for line in out.strip().splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 4 and parts[0].isdigit():
+            gpus[int(parts[0])] = Gpu(parts[1], parts[2], int(float(parts[3])) if parts[3].replace(".", "").isdigit() else 0)
+    return tuple(gpus[i] for i in _visible(sorted(gpus)) if i in gpus)
+
+
+def gpus() -> tuple[Gpu, ...]:
+    """The CUDA devices this process may use (honours CUDA_VISIBLE_DEVICES)."""
+    return _all_gpus()
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def physical_cores() -> int:
+    """Distinct (package, core) pairs among the usable CPUs; falls back to logical count."""
+    cores = set()
+    try:
+        for cpu in os.sched_getaffinity(0):
+            base = f"/sys/devices/system/cpu/cpu{cpu}/topology"
+            with open(f"{base}/physical_package_id") as a, open(f"{base}/core_id") as b:
+                cores.add((a.read().strip(), b.read().strip()))
+    except (OSError, AttributeError):
+        return usable_cpus()
+    return len(cores) or usable_cpus()
+
+
+def numa_nodes() -> int:
+    try:
+        return len([d for d in os.listdir("/sys/devices/system/node") if re.fullmatch(r"node\d+", d)]) or 1
+    except OSError:
+        return 1
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def hardware_key(device: str) -> str:
+    """The baseline file a figure measured on ``device`` belongs to.
+
+    Hardware only, on purpose: software versions are recorded with every entry and
+    shown when they differ, so a framework or driver upgrade is compared against the
+    figures from before it, which is the regression this tool exists to catch.
+    """
+    if device == "cuda":
+        found = gpus()
+        if found:
+            return f"gpu-{slug(found[0].name)}-x{len(found)}"
+        return "gpu-unknown"
+    model = re.sub(r"\((r|tm)\)|cpu|@.*$", "", cpu_model().lower())
+    return f"cpu-{slug(model)}-{usable_cpus()}cpu"
+
+
+def host_record() -> dict[str, Any]:
+    """Hardware, OS and settings of this process, without any framework."""
+    record: dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_model": cpu_model(),
+        "usable_cpus": usable_cpus(),
+        "physical_cores": physical_cores(),
+        "numa_nodes": numa_nodes(),
+        "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(RECORDED_ENV_PREFIXES)},
+    }
+    found = gpus()
+    if found:
+        record["gpus"] = [g.name for g in found]
+        record["gpu_driver"] = found[0].driver
+        record["gpu_memory_mib"] = found[0].memory_mib
+    return record

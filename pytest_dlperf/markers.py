@@ -1,0 +1,104 @@
+"""The suite's markers: registration, strict argument checks, and the skips they imply."""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+import pytest
+
+from .environment import gpus
+from .scenario import FRAMEWORKS, INSTALL_HINTS, KVSTORES, PRECISIONS
+
+LAUNCHERS = ("local", "ssh", "mpi", "slurm", "netns")
+
+MARKERS = {
+    "gpu": "gpu(count=1): needs COUNT visible CUDA devices, else skipped",
+    "precision": "precision(*names): the numeric precisions the test trains in; one of " + ", ".join(PRECISIONS),
+    "framework": "framework(name): the framework the test trains with; skipped with an install hint when "
+                 "it is missing; one of " + ", ".join(FRAMEWORKS),
+    "distributed": "distributed(workers=2, launcher='local'): a data-parallel job; launcher one of "
+                   + ", ".join(LAUNCHERS),
+    "kvstore": "kvstore(*types): MXNet KVStore types the test uses; one of " + ", ".join(KVSTORES),
+    "slow": "slow: takes minutes even in the smoke profile",
+    "tolerance": "tolerance(fraction): this test's regression tolerance, e.g. tolerance(0.15)",
+}
+
+
+def register(config: pytest.Config) -> None:
+    for line in MARKERS.values():
+        config.addinivalue_line("markers", line)
+
+
+def _usage(item: pytest.Item, mark: Any, problem: str) -> pytest.UsageError:
+    return pytest.UsageError(f"{item.nodeid}: @pytest.mark.{mark.name}: {problem} (usage: {MARKERS[mark.name]})")
+
+
+def _one_of(item: pytest.Item, mark: Any, values: tuple[Any, ...], allowed: tuple[str, ...]) -> None:
+    if not values:
+        raise _usage(item, mark, "needs at least one argument")
+    for value in values:
+        if value not in allowed:
+            raise _usage(item, mark, f"{value!r} is not allowed; allowed values: {', '.join(allowed)}")
+
+
+def gpu_count_required(item: pytest.Item) -> int:
+    mark = item.get_closest_marker("gpu")
+    if mark is None:
+        return 0
+    if len(mark.args) > 1 or set(mark.kwargs) - {"count"} or (mark.args and "count" in mark.kwargs):
+        raise _usage(item, mark, f"unexpected arguments {mark.args} {mark.kwargs}")
+    count = mark.args[0] if mark.args else mark.kwargs.get("count", 1)
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise _usage(item, mark, f"count={count!r} must be a whole number >= 1")
+    return count
+
+
+def tolerance_of(item: pytest.Item) -> float | None:
+    mark = item.get_closest_marker("tolerance")
+    if mark is None:
+        return None
+    value = mark.args[0] if len(mark.args) == 1 and not mark.kwargs else mark.kwargs.get("value")
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < 1:
+        raise _usage(item, mark, f"{value!r} must be a fraction between 0 and 1")
+    return float(value)
+
+
+def frameworks_of(item: pytest.Item) -> tuple[str, ...]:
+    return tuple(a for m in item.iter_markers("framework") for a in m.args)
+
+
+def validate(item: pytest.Item) -> list[str]:
+    """Raise a usage error for a malformed marker; return the reasons to skip ``item``."""
+    skips: list[str] = []
+    for mark in item.iter_markers():
+        if mark.name == "precision":
+            _one_of(item, mark, mark.args, PRECISIONS)
+            if mark.kwargs:
+                raise _usage(item, mark, f"takes no keyword arguments, got {sorted(mark.kwargs)}")
+        elif mark.name == "framework":
+            if len(mark.args) != 1 or mark.kwargs:
+                raise _usage(item, mark, "takes exactly one framework name")
+            _one_of(item, mark, mark.args, FRAMEWORKS)
+            module, hint = INSTALL_HINTS[mark.args[0]]
+            if importlib.util.find_spec(module) is None:
+                skips.append(f"{mark.args[0]} is not installed in this environment: {hint}")
+        elif mark.name == "kvstore":
+            _one_of(item, mark, mark.args, KVSTORES)
+        elif mark.name == "distributed":
+            unknown = set(mark.kwargs) - {"workers", "launcher"}
+            if mark.args or unknown:
+                raise _usage(item, mark, f"takes only workers= and launcher=, got {mark.args} {sorted(unknown)}")
+            workers = mark.kwargs.get("workers", 2)
+            if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+                raise _usage(item, mark, f"workers={workers!r} must be a whole number >= 1")
+            _one_of(item, mark, (mark.kwargs.get("launcher", "local"),), LAUNCHERS)
+        elif mark.name == "slow" and (mark.args or mark.kwargs):
+            raise _usage(item, mark, "takes no arguments")
+    tolerance_of(item)
+    needed = gpu_count_required(item)
+    if needed:
+        found = len(gpus())
+        if found < needed:
+            skips.append(f"needs {needed} CUDA device(s), found {found}: run it on a GPU runner (pytest -m gpu)")
+    return skips

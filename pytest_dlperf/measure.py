@@ -1,0 +1,139 @@
+"""The timing harness every training core shares.
+
+A core builds a :class:`TrainingLoop` (model, optimizer, data, one ``step()``), this
+module times it the way a benchmark engineer would: warm-up excluded, the device
+synchronised at every timing boundary, several rounds, per-step times, the loss of
+every step checked for NaN/inf once per round (not per step, which would stall an
+asynchronous device).
+"""
+
+from __future__ import annotations
+
+import math
+import resource
+import sys
+import time
+from typing import Any, Callable, Protocol, Sequence
+
+from .result import HIGHER, LOWER, Metric, metric_from
+from .scenario import Scenario
+
+
+class NonFiniteLoss(RuntimeError):
+    """The loss became NaN or infinite; names the step and the loss scale."""
+
+
+class TrainingLoop(Protocol):
+    """What a framework core provides to be measured."""
+
+    #: Samples consumed by one ``step()`` (the global batch of this process).
+    samples_per_step: int
+
+    def step(self) -> Any:
+        """One optimizer step; returns the loss as a framework value, without syncing."""
+
+    def sync(self) -> None:
+        """Block until all queued device work is done."""
+
+    def losses_to_floats(self, handles: Sequence[Any]) -> list[float]:
+        """Turn the values ``step()`` returned into Python floats (after ``sync``)."""
+
+
+def _optional(loop: Any, name: str, default: Any = None) -> Any:
+    attr = getattr(loop, name, None)
+    return attr() if callable(attr) else default
+
+
+def peak_host_memory_bytes() -> int:
+    """Peak resident set size of this process (Linux reports KiB, macOS bytes)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+def _check_finite(losses: Sequence[float], first_step: int, loop: Any) -> None:
+    for offset, value in enumerate(losses):
+        if not math.isfinite(value):
+            scale = _optional(loop, "loss_scale")
+            scale_text = f", loss scale {scale:g}" if scale is not None else ", no loss scaling"
+            raise NonFiniteLoss(
+                f"loss became {value} at step {first_step + offset}{scale_text}; "
+                "lower the learning rate, or use dynamic loss scaling for fp16"
+            )
+
+
+def measure(
+    loop: TrainingLoop,
+    scenario: Scenario,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[dict[str, Metric], list[float], dict[str, Any]]:
+    """Time ``loop`` as ``scenario`` asks; return (metrics, loss curve, details)."""
+    losses: list[float] = []
+    handles = [loop.step() for _ in range(scenario.warmup_steps)]
+    loop.sync()
+    if handles:
+        warm = loop.losses_to_floats(handles)
+        _check_finite(warm, 0, loop)
+        losses += warm
+
+    round_throughput: list[float] = []
+    round_seconds: list[float] = []
+    step_seconds: list[float] = []
+    event_timer = getattr(loop, "step_timer", None)
+    synchronous = bool(getattr(loop, "synchronous", False))
+    for r in range(scenario.rounds):
+        handles = []
+        marks = []
+        if event_timer is not None:
+            event_timer.start_round()
+        loop.sync()
+        start = time.perf_counter()
+        for _ in range(scenario.steps_per_round):
+            handles.append(loop.step())
+            if event_timer is not None:
+                event_timer.mark()
+            else:
+                marks.append(time.perf_counter())
+        loop.sync()
+        elapsed = time.perf_counter() - start
+        round_seconds.append(elapsed)
+        round_throughput.append(loop.samples_per_step * scenario.steps_per_round / elapsed)
+        if event_timer is not None:
+            step_seconds += event_timer.step_seconds()
+        elif synchronous:
+            step_seconds += [b - a for a, b in zip([start] + marks[:-1], marks)]
+        values = loop.losses_to_floats(handles)
+        _check_finite(values, len(losses), loop)
+        losses += values
+        if progress is not None:
+            progress(
+                f"round {r + 1}/{scenario.rounds}: {round_throughput[-1]:.1f} samples/s, "
+                f"loss {values[-1]:.4f}, step {len(losses)}/{scenario.total_steps}"
+            )
+
+    metrics = {
+        "throughput": metric_from("throughput", round_throughput, "samples/s", HIGHER),
+        "step_time": metric_from(
+            "step_time",
+            step_seconds or [t / scenario.steps_per_round for t in round_seconds],
+            "s",
+            LOWER,
+        ),
+        "peak_host_memory": metric_from("peak_host_memory", [peak_host_memory_bytes()], "bytes", LOWER),
+    }
+    device_peak = _optional(loop, "peak_device_memory")
+    if device_peak:
+        metrics["peak_device_memory"] = metric_from("peak_device_memory", [device_peak], "bytes", LOWER)
+    flops = getattr(loop, "flops_per_step", None)
+    if flops:
+        tflops = [flops * scenario.steps_per_round / t / 1e12 for t in round_seconds]
+        metrics["achieved_tflops"] = metric_from("achieved_tflops", tflops, "TFLOP/s", HIGHER)
+    details = {
+        "round_seconds": round_seconds,
+        "step_time_source": (
+            "device events" if event_timer is not None else "host clock" if synchronous else "round mean"
+        ),
+        "skipped_steps": _optional(loop, "skipped_steps", 0),
+        "final_loss_scale": _optional(loop, "loss_scale"),
+        "flops_per_step": flops,
+    }
+    return metrics, losses, details

@@ -1,0 +1,66 @@
+"""pytest hooks of pytest-dlperf: thin, the work is in the modules they call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from . import markers, report, settings
+from .session import DlperfRun, DlperfSession
+from .verdict import IMPROVEMENT
+
+SESSION_KEY = pytest.StashKey[DlperfSession]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    settings.add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    markers.register(config)
+    config.stash[SESSION_KEY] = DlperfSession(config, settings.Settings.from_config(config))
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[SESSION_KEY].start()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for reason in markers.validate(item):
+            item.add_marker(pytest.mark.skip(reason=reason))
+            break
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    s = config.stash[SESSION_KEY].settings
+    mode = "updating baselines" if s.update else f"tolerance {s.tolerance:.0%}"
+    return [f"dlperf: profile {s.profile}, baselines {s.baseline_dir}, {mode}, scenario timeout {s.timeout:g} s"]
+
+
+@pytest.fixture
+def dlperf(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DlperfRun]:
+    """Train scenarios in child processes and check their figures against the baselines."""
+    yield DlperfRun(request.config.stash[SESSION_KEY], request.node, tmp_path)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    session.config.stash[SESSION_KEY].finish()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    state = config.stash[SESSION_KEY]
+    if not state.verdicts:
+        return
+    tr = terminalreporter
+    tr.section("dlperf summary")
+    for line in report.table(state.verdicts):
+        tr.write_line(line)
+    tr.write_line("")
+    tr.write_line(report.counts_line(state.verdicts, state.written))
+    for line in report.missing_lines(state.verdicts):
+        tr.write_line(line)
+    if any(v.status == IMPROVEMENT for v in state.verdicts):
+        tr.write_line("Improvements beyond the tolerance: refresh with --update-baselines to keep them.")

@@ -1,0 +1,52 @@
+"""The end-of-run summary: one row per checked metric, then the counts."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Iterable
+
+from .verdict import IMPROVEMENT, MISSING, REGRESSION, UPDATED, Verdict
+
+HEADER = ("scenario", "metric", "observed", "baseline", "delta", "verdict")
+
+
+def _short(nodeid: str, label: str) -> str:
+    return f"{nodeid.split('::', 1)[-1]}::{label}"
+
+
+def rows(verdicts: Iterable[Verdict]) -> list[tuple[str, ...]]:
+    out = []
+    for v in verdicts:
+        observed = f"{v.observed:.4g} {v.unit}"
+        baseline = f"{v.baseline:.4g}" if v.baseline is not None else "-"
+        delta = f"{v.delta:+.1%}" if v.delta is not None else "-"
+        out.append((_short(v.test, v.label), v.metric, observed, baseline, delta, v.status))
+    return out
+
+
+def table(verdicts: Iterable[Verdict]) -> list[str]:
+    body = rows(verdicts)
+    if not body:
+        return []
+    widths = [max(len(r[i]) for r in [HEADER, *body]) for i in range(len(HEADER))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return [fmt.format(*HEADER), fmt.format(*("-" * w for w in widths))] + [fmt.format(*r) for r in body]
+
+
+def counts_line(verdicts: list[Verdict], written: list[Path]) -> str:
+    c = Counter(v.status for v in verdicts)
+    compared = len(verdicts) - c[MISSING] - c[UPDATED]
+    parts = [f"{compared} metrics compared with baselines", f"{c[REGRESSION]} regressions",
+             f"{c[IMPROVEMENT]} improvements", f"{c[MISSING]} missing baselines"]
+    if c[UPDATED]:
+        parts.append(f"{c[UPDATED]} baselines written to {', '.join(str(p) for p in written) or '(nothing)'}")
+    return ". ".join(parts) + "."
+
+
+def missing_lines(verdicts: list[Verdict]) -> list[str]:
+    missing = sorted({_short(v.test, v.label) for v in verdicts if v.status == MISSING})
+    if not missing:
+        return []
+    return ["No baseline on this machine for: " + ", ".join(missing),
+            "Record them with: pytest --update-baselines (then commit baselines/)"]

@@ -1,0 +1,149 @@
+"""What one training run is: framework, model, precision, shapes, settings.
+
+A :class:`Scenario` is plain data. It crosses the process boundary as JSON, so the
+child that trains never needs pytest, and every field is validated once, here,
+with an error that names the field, the bad value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+FRAMEWORKS = ("torch", "tensorflow", "mxnet")
+PRECISIONS = ("fp32", "tf32", "amp_fp16", "amp_bf16")
+DEVICES = ("cpu", "cuda")
+DATA_SOURCES = ("synthetic", "jpeg", "recordio", "tfrecord")
+KVSTORES = ("local", "device", "nccl", "dist_sync", "dist_device_sync", "dist_async", "horovod")
+DATA_FORMATS = ("NCHW", "NHWC")
+PROFILES = ("smoke", "full")
+
+#: The framework's import name and the pip requirement that provides it.
+INSTALL_HINTS = {
+    "torch": ("torch", "pip install torch torchvision  (or: tox -e perf-torch)"),
+    "tensorflow": ("tensorflow", "pip install tensorflow  (or: tox -e perf-tf)"),
+    "mxnet": ("mxnet", "pip install mxnet==1.9.1 'numpy<1.24'  (GPU: mxnet-cu112; or: tox -e perf-mxnet)"),
+}
+
+
+class ScenarioError(ValueError):
+    """A scenario setting is invalid; the message names the field and the fix."""
+
+
+def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ScenarioError(f"{name}={value!r} is not supported; use one of: {', '.join(allowed)}")
+
+
+def _positive(name: str, value: Any, *, allow_zero: bool = False) -> None:
+    ok = isinstance(value, int) and not isinstance(value, bool) and (value >= 0 if allow_zero else value > 0)
+    if not ok:
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ScenarioError(f"{name}={value!r} must be an integer {bound}")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    framework: str
+    model: str
+    precision: str = "fp32"
+    device: str = "cpu"
+    batch_size: int = 32
+    image_size: int = 224
+    num_classes: int = 1000
+    warmup_steps: int = 10
+    rounds: int = 5
+    steps_per_round: int = 20
+    lr: float = 0.1
+    momentum: float = 0.9
+    weight_decay: float = 1e-4
+    #: "dynamic", or a number for a static loss scale (the Apex procedure of seed 001).
+    loss_scale: str | float = "dynamic"
+    #: None chooses the framework's best: channels_last/NHWC on CUDA.
+    channels_last: bool | None = None
+    data_format: str | None = None
+    jit_compile: bool = False
+    cudnn_benchmark: bool = True
+    data: str = "synthetic"
+    data_dir: str | None = None
+    loader_workers: int = 0
+    intra_op_threads: int | None = None
+    inter_op_threads: int | None = None
+    kvstore: str | None = None
+    #: Environment for the child, applied before the framework is imported.
+    env: Mapping[str, str] = field(default_factory=dict)
+    #: A command prefix such as ``("numactl", "--interleave=all")``.
+    launch_prefix: tuple[str, ...] = ()
+    seed: int = 0
+    #: Seconds the whole child may take before it is killed.
+    timeout: float = 900.0
+    #: Name of this run inside its test ("fp32", "amp"): the baseline entry's key.
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        _choice("framework", self.framework, FRAMEWORKS)
+        _choice("precision", self.precision, PRECISIONS)
+        _choice("device", self.device, DEVICES)
+        _choice("data", self.data, DATA_SOURCES)
+        if self.kvstore is not None:
+            _choice("kvstore", self.kvstore, KVSTORES)
+        if self.data_format is not None:
+            _choice("data_format", self.data_format, DATA_FORMATS)
+        for name in ("batch_size", "image_size", "num_classes", "rounds", "steps_per_round"):
+            _positive(name, getattr(self, name))
+        _positive("warmup_steps", self.warmup_steps, allow_zero=True)
+        _positive("loader_workers", self.loader_workers, allow_zero=True)
+        for name in ("intra_op_threads", "inter_op_threads"):
+            if getattr(self, name) is not None:
+                _positive(name, getattr(self, name))
+        if self.loss_scale != "dynamic":
+            if not isinstance(self.loss_scale, (int, float)) or isinstance(self.loss_scale, bool) or self.loss_scale <= 0:
+                raise ScenarioError(f"loss_scale={self.loss_scale!r} must be 'dynamic' or a positive number")
+        if self.timeout <= 0:
+            raise ScenarioError(f"timeout={self.timeout!r} must be > 0 seconds")
+        if self.data != "synthetic" and not self.data_dir:
+            raise ScenarioError(f"data={self.data!r} needs data_dir, the folder holding the data set")
+        bad_env = [k for k, v in self.env.items() if not isinstance(k, str) or not isinstance(v, str)]
+        if bad_env:
+            raise ScenarioError(f"env values must be strings; fix {bad_env}")
+        if not self.label:
+            object.__setattr__(self, "label", self.precision)
+        object.__setattr__(self, "env", dict(self.env))
+        object.__setattr__(self, "launch_prefix", tuple(self.launch_prefix))
+
+    @property
+    def uses_channels_last(self) -> bool:
+        return self.device == "cuda" if self.channels_last is None else self.channels_last
+
+    @property
+    def total_steps(self) -> int:
+        return self.warmup_steps + self.rounds * self.steps_per_round
+
+    def replace(self, **changes: Any) -> "Scenario":
+        if "precision" in changes and "label" not in changes and self.label == self.precision:
+            changes["label"] = changes["precision"]
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["launch_prefix"] = list(self.launch_prefix)
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Scenario":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ScenarioError(f"unknown scenario setting(s) {unknown}; known: {sorted(known)}")
+        return cls(**dict(data))
+
+    def describe(self) -> str:
+        return (
+            f"{self.framework}/{self.model} {self.precision} on {self.device}, batch {self.batch_size}, "
+            f"{self.image_size}px, {self.rounds}x{self.steps_per_round} steps after {self.warmup_steps} warm-up"
+        )

@@ -1,0 +1,167 @@
+"""The run's state: settings, the baseline store, every verdict, and the test-facing fixture."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+import pytest
+
+from . import markers
+from .baselines import BaselineFileError, BaselineStore, entry_key
+from .profiles import scenario_for
+from .result import HIGHER, Metric, TrainingResult, metric_from
+from .runner import ScenarioFailed, run_scenario
+from .scenario import Scenario, ScenarioError
+from .settings import Settings
+from .verdict import MISSING, REGRESSION, UPDATED, Verdict, compare, failure_message
+
+#: Metrics compared with baselines; the rest (e.g. achieved TFLOP/s, a multiple of throughput) are recorded.
+CHECKED_METRICS = ("throughput", "step_time", "peak_host_memory", "peak_device_memory", "accuracy_top1",
+                   "accuracy_top5", "scaling_efficiency", "speedup")
+#: Memory is deterministic enough for a tighter bound, and never looser than this.
+MEMORY_TOLERANCE = 0.10
+SOFTWARE_KEYS = ("framework", "framework_version", "python", "cuda_version", "cudnn_version", "gpu_driver")
+
+
+def software_of(result: TrainingResult) -> dict[str, Any]:
+    env = result.environment
+    return {k: env[k] for k in SOFTWARE_KEYS if env.get(k) is not None}
+
+
+class DlperfSession:
+    """Owns what the run measured; baselines are read once and written once."""
+
+    def __init__(self, config: pytest.Config, settings: Settings):
+        self.config = config
+        self.settings = settings
+        self.store = BaselineStore(settings.baseline_dir)
+        self.verdicts: list[Verdict] = []
+        self.written: list[Path] = []
+
+    def start(self) -> None:
+        try:
+            self.store.check_all_readable()
+        except BaselineFileError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+    def finish(self) -> None:
+        if self.settings.update and self.store.staged_count:
+            self.written = self.store.flush()
+
+    def progress_sink(self) -> Any:
+        stream = sys.__stdout__
+        if stream is None or not os.isatty(stream.fileno()):
+            return None
+        writer = self.config.get_terminal_writer()
+        return lambda label, text: writer.line(f"    [dlperf {label}] {text}")
+
+
+class DlperfRun:
+    """The ``dlperf`` fixture: build scenarios, train them, check them against baselines."""
+
+    def __init__(self, session: DlperfSession, item: pytest.Item, workdir: Path):
+        self._session = session
+        self._item = item
+        self._workdir = workdir
+        self._derived: list[tuple[str, Metric]] = []
+        self._results: list[TrainingResult] = []
+
+    @property
+    def profile(self) -> str:
+        return self._session.settings.profile
+
+    @property
+    def device(self) -> str:
+        return "cuda" if self._item.get_closest_marker("gpu") else "cpu"
+
+    def scenario(self, framework: str, model: str, **overrides: Any) -> Scenario:
+        """A scenario in this run's profile; ``overrides`` win over the profile's shapes."""
+        settings = self._session.settings
+        overrides.setdefault("device", self.device)
+        overrides.setdefault("timeout", settings.timeout)
+        if settings.rounds is not None:
+            overrides.setdefault("rounds", settings.rounds)
+        try:
+            return scenario_for(self.profile, framework, model, **overrides)
+        except ScenarioError as exc:
+            raise pytest.UsageError(f"{self._item.nodeid}: bad scenario: {exc}") from None
+
+    def run(self, scenario: Scenario) -> TrainingResult:
+        """Train ``scenario`` in a child process; a crash or hang fails this test only."""
+        sink = self._session.progress_sink()
+        on_progress = (lambda text: sink(scenario.label, text)) if sink else None
+        try:
+            result = run_scenario(scenario, self._workdir, on_progress)
+        except ScenarioFailed as exc:
+            pytest.fail(exc.report(), pytrace=False)
+        self._results.append(result)
+        props = self._item.user_properties
+        props.append(("dlperf.hardware", result.environment.get("hardware_key", "")))
+        props.append((f"dlperf.{result.label}.scenario", scenario.describe()))
+        props.append((f"dlperf.{result.label}.software",
+                      " ".join(f"{k}={v}" for k, v in software_of(result).items())))
+        for metric in result.metrics.values():
+            s = metric.summary
+            props.append((f"dlperf.{result.label}.{metric.name}", f"{s.median:.6g}"))
+            props.append((f"dlperf.{result.label}.{metric.name}.iqr", f"{s.iqr:.6g}"))
+            props.append((f"dlperf.{result.label}.{metric.name}.n", str(s.n)))
+            props.append((f"dlperf.{result.label}.{metric.name}.unit", metric.unit))
+        return result
+
+    def metric(self, label: str, name: str, samples: Sequence[float], unit: str, direction: str = HIGHER) -> Metric:
+        """A derived figure (a speedup, a scaling efficiency) checked with the others by ``check``."""
+        metric = metric_from(name, samples, unit, direction)
+        self._derived.append((label, metric))
+        self._item.user_properties.append((f"dlperf.{label}.{name}", f"{metric.value:.6g}"))
+        return metric
+
+    def check(self, *results: TrainingResult, tolerance: float | None = None) -> list[Verdict]:
+        """Compare every checked metric with this machine's baseline; fail on a regression.
+
+        With ``--update-baselines`` the figures are staged for writing instead.
+        """
+        settings = self._session.settings
+        tol = tolerance or markers.tolerance_of(self._item) or settings.tolerance
+        nodeid = self._item.nodeid
+        pending: list[tuple[str, Metric, TrainingResult]] = [
+            (r.label, m, r) for r in results for m in r.metrics.values() if m.name in CHECKED_METRICS
+        ]
+        anchor = results[0] if results else (self._results[0] if self._results else None)
+        if anchor is None:
+            raise pytest.UsageError(f"{nodeid}: dlperf.check() needs at least one result from dlperf.run()")
+        pending += [(label, m, anchor) for label, m in self._derived]
+        verdicts = []
+        for label, metric, result in pending:
+            hw = result.environment.get("hardware_key", "unknown")
+            key = entry_key(nodeid, label, self.profile)
+            software = software_of(result)
+            if settings.update:
+                self._session.store.stage(hw, _hardware_record(result), key, metric, software)
+                verdict = Verdict(nodeid, label, metric.name, metric.unit, metric.direction, metric.value,
+                                  None, tol, UPDATED)
+            else:
+                metric_tol = max(tol, MEMORY_TOLERANCE) if "memory" in metric.name else tol
+                baseline = self._session.store.lookup(hw, key, metric.name)
+                verdict = compare(nodeid, label, metric, baseline, metric_tol, software)
+            verdicts.append(verdict)
+            self._item.user_properties.append((f"dlperf.{label}.{metric.name}.verdict", verdict.status))
+            if verdict.baseline is not None:
+                self._item.user_properties.append((f"dlperf.{label}.{metric.name}.baseline", f"{verdict.baseline:.6g}"))
+        self._derived.clear()
+        self._session.verdicts += verdicts
+        if any(v.status == REGRESSION for v in verdicts):
+            pytest.fail(failure_message(nodeid, verdicts), pytrace=False)
+        return verdicts
+
+    @property
+    def missing(self) -> list[Verdict]:
+        return [v for v in self._session.verdicts if v.test == self._item.nodeid and v.status == MISSING]
+
+
+def _hardware_record(result: TrainingResult) -> dict[str, Any]:
+    env = result.environment
+    keys = ("cpu_model", "usable_cpus", "physical_cores", "numa_nodes", "machine", "gpus", "gpu_memory_mib")
+    return {k: env[k] for k in keys if k in env}

@@ -1,0 +1,122 @@
+"""Options and ini keys of the ``dlperf`` group, and the one place their precedence lives.
+
+Precedence: command line, then ini file, then the default. Bad values are pytest
+usage errors that name the option and what it accepts.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any, Callable, NamedTuple
+
+import pytest
+
+from .environment import gpus
+from .scenario import PROFILES
+
+DEFAULT_TOLERANCE = {"smoke": 0.20, "full": 0.10}
+DEFAULT_TIMEOUT = {"smoke": 600.0, "full": 1800.0}
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+    return value
+
+
+def _tolerance(text: str) -> float:
+    value = _positive_float(text)
+    if value >= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is a fraction: use e.g. 0.1 for 10%")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def _profile(text: str) -> str:
+    if text not in ("auto", *PROFILES):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a profile; use auto, {', '.join(PROFILES)}")
+    return text
+
+
+#: option name, dest, ini key, converter, help
+OPTIONS: list[tuple[str, str, str, Callable[[str], Any], str]] = [
+    ("--baseline-dir", "dlperf_baseline_dir", "dlperf_baseline_dir", str,
+     "folder of baseline JSON files (default: baselines/ at the rootdir)"),
+    ("--dlperf-profile", "dlperf_profile", "dlperf_profile", _profile,
+     "smoke (small shapes, CPUs and CI), full (documented configurations) or auto "
+     "(full when a CUDA device is visible; the default)"),
+    ("--dlperf-tolerance", "dlperf_tolerance", "dlperf_tolerance", _tolerance,
+     "relative change allowed before a metric is a regression, e.g. 0.1 "
+     f"(default {DEFAULT_TOLERANCE['smoke']} for smoke, {DEFAULT_TOLERANCE['full']} for full)"),
+    ("--dlperf-rounds", "dlperf_rounds", "dlperf_rounds", _positive_int,
+     "timed rounds per scenario, after warm-up (default: the profile's)"),
+    ("--dlperf-timeout", "dlperf_timeout", "dlperf_timeout", _positive_float,
+     "seconds one scenario may run before its child is killed "
+     f"(default {DEFAULT_TIMEOUT['smoke']:g} smoke, {DEFAULT_TIMEOUT['full']:g} full)"),
+]
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("dlperf", "deep-learning training performance (pytest-dlperf)")
+    group.addoption("--update-baselines", action="store_true", dest="dlperf_update", default=False,
+                    help="write the figures measured in this run to the baseline files (merging; "
+                         "other tests' and machines' entries are kept)")
+    for flag, dest, ini, convert, help_text in OPTIONS:
+        group.addoption(flag, dest=dest, type=convert, default=None, help=help_text)
+        parser.addini(ini, help=help_text, default=None)
+
+
+class Settings(NamedTuple):
+    update: bool
+    baseline_dir: Path
+    profile: str
+    tolerance: float
+    rounds: int | None
+    timeout: float
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> "Settings":
+        def get(dest: str, ini: str, convert: Callable[[str], Any]) -> Any:
+            value = config.getoption(dest)
+            if value is not None:
+                return value
+            raw = config.getini(ini)
+            if raw in (None, ""):
+                return None
+            try:
+                return convert(str(raw).strip())
+            except argparse.ArgumentTypeError as exc:
+                raise pytest.UsageError(f"ini key {ini} = {raw!r}: {exc}") from None
+
+        values = {dest: get(dest, ini, convert) for _, dest, ini, convert, _ in OPTIONS}
+        profile = values["dlperf_profile"] or "auto"
+        if profile == "auto":
+            profile = "full" if gpus() else "smoke"
+        base = values["dlperf_baseline_dir"]
+        baseline_dir = Path(base) if base else Path("baselines")
+        if not baseline_dir.is_absolute():
+            baseline_dir = Path(config.rootpath) / baseline_dir
+        if baseline_dir.exists() and not baseline_dir.is_dir():
+            raise pytest.UsageError(f"--baseline-dir {baseline_dir} is a file; give a folder")
+        return cls(
+            update=bool(config.getoption("dlperf_update")),
+            baseline_dir=baseline_dir,
+            profile=profile,
+            tolerance=values["dlperf_tolerance"] or DEFAULT_TOLERANCE[profile],
+            rounds=values["dlperf_rounds"],
+            timeout=values["dlperf_timeout"] or DEFAULT_TIMEOUT[profile],
+        )

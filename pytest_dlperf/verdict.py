@@ -1,0 +1,102 @@
+"""Comparing a measured metric with its baseline: direction-aware and noise-aware.
+
+A change is a regression only when it is worse than the tolerance *and* worse than
+the noise of either side allows *and*, where both sides have enough samples,
+statistically distinguishable by a two-sided Mann-Whitney U test (as asv decides).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from .baselines import REFRESH_HINT, Baseline
+from .result import HIGHER, Metric
+from .stats import mann_whitney_p
+
+OK, REGRESSION, IMPROVEMENT, MISSING, UPDATED = "ok", "regression", "improvement", "missing", "updated"
+#: Significance level of the rank test.
+ALPHA = 0.05
+#: Samples each side needs before the rank test is used (the exact test can't reach ALPHA below 3+3).
+MIN_SAMPLES_FOR_TEST = 3
+#: The tolerance widens to this many relative half-IQRs of the noisier side.
+SPREAD_FACTOR = 3.0
+
+
+@dataclass(frozen=True)
+class Verdict:
+    test: str
+    label: str
+    metric: str
+    unit: str
+    direction: str
+    observed: float
+    baseline: float | None
+    tolerance: float
+    status: str
+    p_value: float | None = None
+    software_note: str = ""
+
+    @property
+    def delta(self) -> float | None:
+        """Signed relative change, observed vs baseline (+0.10 = 10% larger)."""
+        if self.baseline in (None, 0):
+            return None
+        return (self.observed - self.baseline) / abs(self.baseline)
+
+    def line(self) -> str:
+        """One line with metric, observed, baseline, delta and tolerance, for CI annotations."""
+        if self.baseline is None:
+            return f"{self.label} {self.metric}: {self.observed:.4g} {self.unit}, no baseline for this machine"
+        p = f", p={self.p_value:.3f}" if self.p_value is not None else ""
+        return (
+            f"{self.status}: {self.label} {self.metric} {self.observed:.4g} {self.unit} vs baseline "
+            f"{self.baseline:.4g} ({self.delta:+.1%}, tolerance {self.tolerance:.1%}{p})"
+            + (f" [{self.software_note}]" if self.software_note else "")
+        )
+
+
+def software_difference(now: Mapping[str, object], then: Mapping[str, object]) -> str:
+    changed = [f"{k} {then[k]} -> {now[k]}" for k in sorted(set(now) & set(then)) if now[k] != then[k]]
+    return ("software changed since the baseline: " + ", ".join(changed)) if changed else ""
+
+
+def compare(
+    test: str,
+    label: str,
+    metric: Metric,
+    baseline: Baseline | None,
+    tolerance: float,
+    software: Mapping[str, object] | None = None,
+) -> Verdict:
+    observed = metric.value
+    common = dict(test=test, label=label, metric=metric.name, unit=metric.unit, direction=metric.direction,
+                  observed=observed)
+    if baseline is None:
+        return Verdict(**common, baseline=None, tolerance=tolerance, status=MISSING)
+    rel = (observed - baseline.value) / abs(baseline.value) if baseline.value else 0.0
+    worse_by = -rel if metric.direction == HIGHER else rel
+    noise = SPREAD_FACTOR * max(metric.summary.rel_spread, baseline.rel_spread)
+    effective = max(tolerance, noise)
+    p = None
+    if len(metric.samples) >= MIN_SAMPLES_FOR_TEST and len(baseline.samples) >= MIN_SAMPLES_FOR_TEST:
+        p = mann_whitney_p(metric.samples, baseline.samples)
+    distinguishable = p is None or p < ALPHA
+    if worse_by > effective and distinguishable:
+        status = REGRESSION
+    elif -worse_by > effective and distinguishable:
+        status = IMPROVEMENT
+    else:
+        status = OK
+    note = software_difference(software or {}, baseline.software) if status != OK else ""
+    return Verdict(**common, baseline=baseline.value, tolerance=effective, status=status, p_value=p,
+                   software_note=note)
+
+
+def failure_message(nodeid: str, verdicts: list[Verdict]) -> str:
+    """First line: the worst regression's numbers. Then the others, then how to refresh."""
+    bad = sorted((v for v in verdicts if v.status == REGRESSION), key=lambda v: -abs(v.delta or 0.0))
+    lines = [bad[0].line()]
+    lines += [f"  also {v.line()}" for v in bad[1:]]
+    lines.append(f"If this change is intended, {REFRESH_HINT}: pytest --update-baselines '{nodeid}'")
+    return "\n".join(lines)

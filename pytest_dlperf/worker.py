@@ -1,0 +1,88 @@
+"""The child process that trains: ``python -m pytest_dlperf.worker SCENARIO.json RESULT.json``.
+
+The parent has already put the scenario's environment (threads, OMP/KMP, CUDA
+variables) into this process's environment, so they are in force before the
+framework is imported here. The result, or the error, is written as JSON; progress
+lines go to stdout, which the parent keeps as the run's log.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import traceback
+from typing import Any
+
+from .environment import hardware_key, host_record
+from .result import TrainingResult
+from .scenario import Scenario, ScenarioError
+
+CORES = {
+    "torch": "pytest_dlperf.cores.torch_core",
+    "tensorflow": "pytest_dlperf.cores.tf_core",
+    "mxnet": "pytest_dlperf.cores.mxnet_core",
+}
+EXIT_ERROR = 3
+PROGRESS_PREFIX = "[dlperf] "
+
+
+def progress(message: str) -> None:
+    print(PROGRESS_PREFIX + message, flush=True)
+
+
+def _write_atomically(path: str, payload: dict[str, Any]) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(payload, fh)
+    os.replace(tmp, path)
+
+
+def classify(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".lower()
+    if isinstance(exc, MemoryError) or "out of memory" in text or "oom" in text.split():
+        return "out of memory"
+    if isinstance(exc, ScenarioError):
+        return "invalid scenario"
+    if type(exc).__name__ == "NonFiniteLoss":
+        return "non-finite loss"
+    return "training failed"
+
+
+def run(scenario: Scenario) -> TrainingResult:
+    core = importlib.import_module(CORES[scenario.framework])
+    progress(f"start: {scenario.describe()}")
+    metrics, losses, details, framework_env = core.train(scenario, progress)
+    environment = host_record()
+    environment.update(framework_env)
+    environment["hardware_key"] = hardware_key(scenario.device)
+    environment["settings"] = {
+        "launch_prefix": list(scenario.launch_prefix),
+        "env": dict(scenario.env),
+        "intra_op_threads": scenario.intra_op_threads,
+        "inter_op_threads": scenario.inter_op_threads,
+    }
+    return TrainingResult(scenario, metrics, losses, environment, details)
+
+
+def main(argv: list[str]) -> int:
+    scenario_path, result_path = argv
+    try:
+        with open(scenario_path, encoding="utf-8") as fh:
+            scenario = Scenario.from_dict(json.load(fh))
+        result = run(scenario)
+    except BaseException as exc:  # report everything, including KeyboardInterrupt, then exit non-zero
+        traceback.print_exc()
+        _write_atomically(
+            result_path,
+            {"error": {"reason": classify(exc), "type": type(exc).__name__, "message": str(exc)}},
+        )
+        return EXIT_ERROR
+    _write_atomically(result_path, {"result": result.to_dict()})
+    progress("done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
