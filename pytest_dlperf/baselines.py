@@ -30,7 +30,6 @@ from .result import Metric
 from .stats import summarize
 
 FORMAT = 1
-REFRESH_HINT = "refresh with --update-baselines if the change is intended"
 
 
 class BaselineFileError(Exception):

@@ -87,7 +87,7 @@ class DlperfRun:
         try:
             return scenario_for(self.profile, framework, model, **overrides)
         except ScenarioError as exc:
-            raise pytest.UsageError(f"{self._item.nodeid}: bad scenario: {exc}") from None
+            pytest.fail(f"{self._item.nodeid}: bad scenario: {exc}", pytrace=False)
 
     def run(self, scenario: Scenario) -> TrainingResult:
         """Train ``scenario`` in a child process; a crash or hang fails this test only."""
@@ -131,7 +131,7 @@ class DlperfRun:
         ]
         anchor = results[0] if results else (self._results[0] if self._results else None)
         if anchor is None:
-            raise pytest.UsageError(f"{nodeid}: dlperf.check() needs at least one result from dlperf.run()")
+            pytest.fail(f"{nodeid}: dlperf.check() needs at least one result from dlperf.run()", pytrace=False)
         pending += [(label, m, anchor) for label, m in self._derived]
         verdicts = []
         for label, metric, result in pending:

@@ -1,0 +1,308 @@
+"""The plugin as a user drives it: options, markers, skips, baselines, failures (pytester)."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pytest_dlperf.environment import hardware_key
+
+HW = hardware_key("cpu")
+
+#: A tiny but real training scenario: torchvision ResNet-18, 32 px, a few steps.
+TRAIN_TEST = """
+import pytest
+
+@pytest.mark.framework("torch")
+def test_train(dlperf):
+    s = dlperf.scenario("torch", "resnet18", image_size=32, batch_size=4, warmup_steps=1,
+                        rounds=3, steps_per_round=2)
+    r = dlperf.run(s)
+    dlperf.check(r)
+    assert r.throughput.value > 0
+"""
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+
+
+def baseline_file(pytester: pytest.Pytester) -> Path:
+    return pytester.path / "baselines" / f"{HW}.json"
+
+
+def write_baseline(pytester: pytest.Pytester, entries: dict) -> Path:
+    path = baseline_file(pytester)
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps({"format": 1, "hardware_key": HW, "hardware": {}, "entries": entries}))
+    return path
+
+
+def record(value: float, direction: str = "higher", unit: str = "samples/s", spread: float = 0.0) -> dict:
+    samples = [value * (1 - spread), value, value * (1 + spread)]
+    return {"value": value, "unit": unit, "direction": direction, "n": 3, "iqr": value * spread,
+            "samples": samples, "software": {"framework_version": "0.0-old"}, "recorded": "2026-01-01T00:00:00Z"}
+
+
+def test_options_are_in_one_group_with_help(pytester: pytest.Pytester) -> None:
+    result = run(pytester, "--help")
+    result.stdout.fnmatch_lines([
+        "*deep-learning training performance*",
+        "*--update-baselines*",
+        "*--baseline-dir*",
+        "*--dlperf-profile*",
+        "*--dlperf-tolerance*",
+        "*--dlperf-rounds*",
+        "*--dlperf-timeout*",
+    ])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--dlperf-profile=huge"], "*--dlperf-profile*'huge' is not a profile; use auto, smoke, full*"),
+    (["--dlperf-tolerance=10"], "*--dlperf-tolerance*is a fraction*"),
+    (["--dlperf-tolerance=abc"], "*--dlperf-tolerance*'abc' is not a number*"),
+    (["--dlperf-rounds=0"], "*--dlperf-rounds*must be at least 1*"),
+])
+def test_bad_option_values_are_usage_errors(pytester: pytest.Pytester, args: list[str], message: str) -> None:
+    result = run(pytester, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+def test_bad_ini_value_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\ndlperf_tolerance = lots\n")
+    pytester.makepyfile("def test_x(): pass")
+    result = run(pytester)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*ini key dlperf_tolerance = 'lots'*not a number*"])
+
+
+def test_ini_keys_set_profile_and_tolerance(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\ndlperf_profile = full\ndlperf_tolerance = 0.07\ndlperf_baseline_dir = perf/base\n")
+    pytester.makepyfile("def test_x(): pass")
+    result = run(pytester)
+    result.stdout.fnmatch_lines(["dlperf: profile full, baselines *perf/base, tolerance 7%*"])
+    # the command line wins over the ini file
+    result = run(pytester, "--dlperf-profile=smoke", "--dlperf-tolerance=0.3")
+    result.stdout.fnmatch_lines(["dlperf: profile smoke, * tolerance 30%*"])
+
+
+def test_default_profile_follows_the_hardware(pytester: pytest.Pytester) -> None:
+    from pytest_dlperf.environment import gpus
+
+    pytester.makepyfile("def test_x(): pass")
+    result = run(pytester)
+    result.stdout.fnmatch_lines([f"dlperf: profile {'full' if gpus() else 'smoke'},*"])
+
+
+@pytest.mark.parametrize("marker, message", [
+    ("precision('fp8')", "*precision: 'fp8' is not allowed; allowed values: fp32, tf32, amp_fp16, amp_bf16*"),
+    ("framework('caffe')", "*framework: 'caffe' is not allowed; allowed values: torch, tensorflow, mxnet*"),
+    ("kvstore('dist_magic')", "*kvstore: 'dist_magic' is not allowed; allowed values: local, device*"),
+    ("gpu(count=0)", "*gpu: count=0 must be a whole number >= 1*"),
+    ("distributed(workers=2, launcher='pbs')", "*distributed: 'pbs' is not allowed; allowed values: local, ssh*"),
+    ("tolerance(5)", "*tolerance: 5 must be a fraction between 0 and 1*"),
+])
+def test_malformed_markers_are_usage_errors(pytester: pytest.Pytester, marker: str, message: str) -> None:
+    pytester.makepyfile(f"import pytest\n@pytest.mark.{marker}\ndef test_x(): pass\n")
+    result = run(pytester)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+def test_markers_are_registered(pytester: pytest.Pytester) -> None:
+    result = run(pytester, "--markers")
+    result.stdout.fnmatch_lines(["@pytest.mark.gpu(count=1)*", "@pytest.mark.precision(*names)*",
+                                 "@pytest.mark.framework(name)*", "@pytest.mark.distributed(*",
+                                 "@pytest.mark.kvstore(*types)*", "@pytest.mark.slow*"])
+
+
+def test_gpu_and_missing_framework_skip_with_reasons(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.gpu(count=64)
+        def test_many_gpus(): pass
+
+        @pytest.mark.framework("mxnet")
+        def test_needs_mxnet(): pass
+    """)
+    result = run(pytester, "-rs")
+    result.stdout.fnmatch_lines(["*needs 64 CUDA device(s), found *: run it on a GPU runner (pytest -m gpu)*"])
+    import importlib.util
+
+    if importlib.util.find_spec("mxnet") is None:
+        result.stdout.fnmatch_lines(["*mxnet is not installed in this environment: pip install mxnet==1.9.1*"])
+        result.assert_outcomes(skipped=2)
+
+
+@pytest.mark.framework("torch")
+def test_missing_baseline_passes_and_is_reported(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_train=TRAIN_TEST)
+    result = run(pytester)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([
+        "*dlperf summary*",
+        "scenario*metric*observed*baseline*delta*verdict*",
+        "test_train::fp32*throughput*samples/s*missing*",
+        "*0 metrics compared with baselines. 0 regressions. 0 improvements. * missing baselines.",
+        "No baseline on this machine for: test_train::fp32",
+    ])
+    assert not baseline_file(pytester).exists()
+
+
+@pytest.mark.framework("torch")
+def test_update_then_compare_round_trip(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_train=TRAIN_TEST)
+    other_machine = pytester.path / "baselines" / "gpu-some-other-x8.json"
+    other_machine.parent.mkdir()
+    other_machine.write_text(json.dumps({"format": 1, "entries": {"t::fp32@full": {"throughput": record(1.0)}}}))
+    write_baseline(pytester, {"test_other.py::test_kept::fp32@smoke": {"throughput": record(5.0)}})
+
+    result = run(pytester, "--update-baselines")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*baselines written to*"])
+    data = json.loads(baseline_file(pytester).read_text())
+    entry = data["entries"]["test_train.py::test_train::fp32@smoke"]
+    assert set(entry) >= {"throughput", "step_time", "peak_host_memory"}
+    assert entry["throughput"]["n"] == 3 and len(entry["throughput"]["samples"]) == 3
+    assert entry["throughput"]["software"]["framework"] == "torch"
+    assert "test_other.py::test_kept::fp32@smoke" in data["entries"], "another test's entry was dropped"
+    assert json.loads(other_machine.read_text())["entries"], "another machine's file was touched"
+    text = baseline_file(pytester).read_text()
+    assert text == json.dumps(data, sort_keys=True, indent=2) + "\n", "not deterministic JSON"
+    assert not [p for p in baseline_file(pytester).parent.iterdir() if p.name.endswith(".tmp")]
+
+    # Compared now (the verdict itself depends on this machine's noise; tests below force one).
+    result = run(pytester)
+    result.stdout.fnmatch_lines(["test_train::fp32*throughput*samples/s*[0-9]*%*",
+                                 "3 metrics compared with baselines.*0 missing baselines."])
+
+
+@pytest.mark.framework("torch")
+def test_regression_fails_with_numbers_on_the_first_line(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_train=TRAIN_TEST)
+    write_baseline(pytester, {"test_train.py::test_train::fp32@smoke": {"throughput": record(1e6)}})
+    result = run(pytester, "--junitxml=report.xml")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "regression: fp32 throughput * samples/s vs baseline 1e+06 (-*%, tolerance *%) "
+        "[[]software changed since the baseline: framework_version 0.0-old -> *]",
+        "Refresh with --update-baselines if the change is intended: pytest --update-baselines 'test_train.py::test_train'",
+    ])
+    xml = (pytester.path / "report.xml").read_text()
+    assert 'name="dlperf.fp32.throughput.verdict" value="regression"' in xml
+    assert 'name="dlperf.fp32.throughput.baseline" value="1e+06"' in xml
+
+
+@pytest.mark.framework("torch")
+def test_improvement_is_reported_not_failed(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_train=TRAIN_TEST)
+    write_baseline(pytester, {"test_train.py::test_train::fp32@smoke": {"throughput": record(1e-3)}})
+    result = run(pytester)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*throughput*improvement*", "*1 improvements*",
+                                 "Improvements beyond the tolerance: refresh with --update-baselines*"])
+
+
+@pytest.mark.parametrize("content, problem", [
+    ("{not json", "it is not valid JSON"),
+    ('{"format": 1, "entries": {"t": {"throughput": {"value": "fast", "direction": "higher"}}}}', "has no finite 'value'"),
+    ('{"format": 99, "entries": {}}', "format is 99"),
+])
+def test_corrupt_baseline_file_is_a_clear_error(pytester: pytest.Pytester, content: str, problem: str) -> None:
+    path = baseline_file(pytester)
+    path.parent.mkdir()
+    path.write_text(content)
+    pytester.makepyfile("def test_x(): pass")
+    result = run(pytester)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*baseline file *{path.name} is unusable: *{problem}*delete it and run with --update-baselines*"])
+    assert "Traceback" not in result.stderr.str()
+
+
+CRASH_TEST = """
+import pytest
+
+@pytest.mark.framework("torch")
+def test_{name}(dlperf):
+    s = dlperf.scenario("torch", "resnet18", image_size=32, batch_size=4, rounds=3, steps_per_round=2,
+                        timeout={timeout}, launch_prefix={prefix!r}, env={{"DLPERF_SELFTEST_MARK": "{mark}"}})
+    dlperf.run(s)
+
+def test_after():
+    pass
+"""
+
+
+def _processes_with(mark: str) -> list[int]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                if f"DLPERF_SELFTEST_MARK={mark}".encode() in fh.read():
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def test_crashing_child_fails_that_test_only(pytester: pytest.Pytester) -> None:
+    prefix = ["python3", "-c", "import os, signal, sys; print('about to crash'); sys.stdout.flush(); "
+                               "os.kill(os.getpid(), signal.SIGSEGV)"]
+    pytester.makepyfile(CRASH_TEST.format(name="crash", timeout=60, prefix=prefix, mark="crash"))
+    result = run(pytester)
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(["*scenario 'fp32' failed: crashed: killed by SIGSEGV*",
+                                 "*last output of the child*", "*about to crash*"])
+
+
+def test_hanging_child_is_killed_with_its_whole_group(pytester: pytest.Pytester) -> None:
+    mark = f"hang-{os.getpid()}"
+    prefix = ["python3", "-c", "import subprocess, time; subprocess.Popen(['sleep', '300']); "
+                               "print('hanging now', flush=True); time.sleep(300)"]
+    pytester.makepyfile(CRASH_TEST.format(name="hang", timeout=3, prefix=prefix, mark=mark))
+    result = run(pytester)
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(["*scenario 'fp32' failed: timed out: no result after 3 s; the child was killed*",
+                                 "*hanging now*"])
+    assert _processes_with(mark) == [], "a process of the hung scenario outlived its test"
+
+
+@pytest.mark.framework("torch")
+def test_invalid_model_and_nan_loss_are_reported(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.framework("torch")
+        def test_bad_model(dlperf):
+            dlperf.run(dlperf.scenario("torch", "resnet_nope", image_size=32, batch_size=2, rounds=1,
+                                       steps_per_round=1))
+
+        @pytest.mark.framework("torch")
+        def test_nan(dlperf):
+            dlperf.run(dlperf.scenario("torch", "resnet18", image_size=32, batch_size=4, rounds=2,
+                                       steps_per_round=2, warmup_steps=0, lr=1e12))
+    """)
+    result = run(pytester)
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines([
+        "*scenario 'fp32' failed: invalid scenario: ScenarioError: torchvision has no model 'resnet_nope'*",
+        "*scenario 'fp32' failed: non-finite loss: NonFiniteLoss: loss became * at step *, no loss scaling*",
+    ])
+
+
+def test_bad_scenario_setting_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        def test_bad(dlperf):
+            dlperf.scenario("torch", "resnet18", precision="fp8")
+    """)
+    result = run(pytester)
+    result.stdout.fnmatch_lines(["*bad scenario: precision='fp8' is not supported; use one of: fp32, tf32*"])
+    assert result.ret != pytest.ExitCode.OK
