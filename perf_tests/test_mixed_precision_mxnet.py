@@ -1,0 +1,99 @@
+"""Seed 000 (MXNet): mixed precision trains ResNet-50 and ResNet-18 about 2x faster.
+
+The seed's procedure: ``example/image-classification/train_imagenet.py --network resnet-v1
+--num-layers 50 --dtype float16 --batch-size 224 --kv-store nccl`` with
+``MXNET_CUDNN_AUTOTUNE_DEFAULT=2`` on a V100, next to tf_cnn_benchmarks' FP32-vs-FP16
+doubling. The claim tested here, the same as for the other frameworks: AMP fp16
+(``mxnet.contrib.amp`` with dynamic loss scaling) is at least 1.8x the strict-FP32
+throughput at batch 128, and both still train. The MXNet core sets
+``MXNET_CUDNN_AUTOTUNE_DEFAULT=2`` on CUDA, as the seed does, and uses the ``device``
+KVStore (aggregation and update on the GPU; ``nccl`` needs an NCCL build and only
+matters with several GPUs).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_dlperf.cores.mxnet_core import check_supported
+from pytest_dlperf.scenario import ScenarioError
+
+pytestmark = pytest.mark.framework("mxnet")
+
+MODELS = ("resnet50", "resnet18")
+MIN_AMP_SPEEDUP = 1.8
+GPU_KVSTORE = "device"
+CPU_KVSTORES = ("local", "device")
+
+
+def speedup_samples(fast, slow):
+    """Per-round speedup of ``fast`` against the median of ``slow``."""
+    reference = slow.throughput.value
+    return [x / reference for x in fast.throughput.samples]
+
+
+def assert_trains(run):
+    assert run.loss_fell(), f"{run.label}: loss did not fall: {run.losses[:3]} ... {run.losses[-3:]}"
+
+
+@pytest.mark.gpu
+@pytest.mark.kvstore(GPU_KVSTORE)
+@pytest.mark.precision("fp32", "amp_fp16")
+@pytest.mark.parametrize("model", MODELS)
+def test_amp_fp16_is_at_least_1_8x_fp32_on_gpu(dlperf, model):
+    base = dlperf.scenario("mxnet", model, batch_size=128, kvstore=GPU_KVSTORE)
+    fp32 = dlperf.run(base.replace(precision="fp32"))
+    amp = dlperf.run(base.replace(precision="amp_fp16", label="amp_fp16_dynamic"))
+    dlperf.metric("amp_fp16_vs_fp32", "speedup", speedup_samples(amp, fp32), "x")
+    dlperf.check(fp32, amp)
+
+    for run in (fp32, amp):
+        assert_trains(run)
+        assert run.environment["kvstore"] == GPU_KVSTORE
+    speedup = amp.speedup_over(fp32)
+    assert speedup >= MIN_AMP_SPEEDUP, (
+        f"{model} amp_fp16 is {speedup:.2f}x fp32 ({amp.throughput.value:.0f} vs "
+        f"{fp32.throughput.value:.0f} img/s), the claim is >= {MIN_AMP_SPEEDUP}x"
+    )
+
+
+@pytest.mark.precision("fp32", "amp_bf16")
+@pytest.mark.parametrize("model", MODELS)
+def test_cpu_precisions_train_and_hold_their_throughput(dlperf, model):
+    """The CPU equivalent: the same Gluon model, Trainer and AMP code path, small shapes.
+
+    No speedup is claimed on a CPU; the figures are held against this machine's
+    baselines and both precisions must train. fp16 has no CPU kernels in MXNet 1.9,
+    so its loss scaling is tested in test_loss_scaling_mxnet instead.
+    """
+    base = dlperf.scenario("mxnet", model)
+    fp32 = dlperf.run(base.replace(precision="fp32"))
+    assert_trains(fp32)
+    bf16_scenario = base.replace(precision="amp_bf16")
+    try:
+        check_supported(bf16_scenario)
+    except ScenarioError as exc:
+        dlperf.check(fp32)
+        pytest.skip(f"fp32 trained and was checked; amp_bf16 not run: {exc}")
+    bf16 = dlperf.run(bf16_scenario)
+    dlperf.check(fp32, bf16)
+    assert_trains(bf16)
+    assert "bfloat16" in bf16.environment["precision_mode"]
+
+
+@pytest.mark.kvstore(*CPU_KVSTORES)
+@pytest.mark.precision("fp32")
+def test_local_and_device_kvstores_both_train_and_are_recorded(dlperf):
+    """Both single-machine KVStore types really carry the gradients (the KVStore object is
+    handed to the Trainer, as fit.py does, so Gluon does not bypass it on one device)."""
+    base = dlperf.scenario("mxnet", "resnet18", rounds=3)
+    runs = [dlperf.run(base.replace(kvstore=kv, label=f"fp32_kvstore_{kv}")) for kv in CPU_KVSTORES]
+    dlperf.check(*runs)
+
+    for kv, run in zip(CPU_KVSTORES, runs):
+        assert run.environment["kvstore"] == kv, f"asked for {kv!r}, trained with {run.environment['kvstore']!r}"
+        assert run.details["kvstore"] == kv
+        assert_trains(run)
+    # Same seed, same data: the first loss (before any update) must be the same in both.
+    first = [run.losses[0] for run in runs]
+    assert abs(first[0] - first[1]) <= 1e-4 * max(1.0, abs(first[0])), f"first losses differ: {first}"
