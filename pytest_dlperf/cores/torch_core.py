@@ -4,17 +4,23 @@ Written the way NVIDIA's DeepLearningExamples and the PyTorch AMP recipe write i
 ``torch.autocast`` + ``GradScaler`` for fp16, channels_last and cudnn.benchmark on
 CUDA, synthetic batches already on the device. The static loss scale reproduces the
 Apex ``FP16_Optimizer(static_loss_scale=...)`` procedure of seed 001.
+
+With ``scenario.data`` other than synthetic, each step takes its batch from the
+scenario's ``DataLoader`` (so the timed step includes waiting for data: the effective
+throughput), and after the timed rounds the model is evaluated on the held-out split
+(``accuracy_top1``/``accuracy_top5``), outside any timing.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
 import torchvision
 
 from ..scenario import Scenario, ScenarioError
 from ..synthetic import batches as synthetic_batches
+from ..tuning import loaded_openmp_runtime
 
 #: Distinct synthetic batches cycled through (enough to defeat caching, small on the device).
 SYNTHETIC_POOL = 4
@@ -80,7 +86,18 @@ class TorchTrainingLoop:
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=dynamic) if dynamic else None
         self.static_scale = float(scenario.loss_scale) if fp16 and not dynamic else None
         self.skipped = 0
-        self.data = list(data) if data is not None else self._synthetic()
+        self.memory_format = torch.channels_last if scenario.uses_channels_last else torch.contiguous_format
+        #: Real data: batches from the scenario's DataLoader, fetched inside ``step()`` and so timed with it.
+        self.loader: Iterator[tuple[torch.Tensor, torch.Tensor]] | None = None
+        if data is not None:
+            self.data = list(data)
+        elif scenario.data == "synthetic":
+            self.data = self._synthetic()
+        else:
+            from ..loaders import torch_loader
+
+            self.loader = torch_loader.endless(scenario)
+            self.data = [self._to_device(next(self.loader))]  # one batch to count FLOPs on
         self._i = 0
         self.step_timer = CudaStepTimer() if self.device.type == "cuda" else None
         self.flops_per_step = self._count_flops()
@@ -88,14 +105,15 @@ class TorchTrainingLoop:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
 
+    def _to_device(self, batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        x, y = batch
+        x = x.to(self.device, non_blocking=True).contiguous(memory_format=self.memory_format)
+        return x, y.to(self.device, non_blocking=True)
+
     def _synthetic(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         s = self.scenario
-        memory_format = torch.channels_last if s.uses_channels_last else torch.contiguous_format
-        out = []
-        for images, labels in synthetic_batches(SYNTHETIC_POOL, s.batch_size, s.image_size, s.num_classes, s.seed):
-            x = torch.from_numpy(images).to(self.device).contiguous(memory_format=memory_format)
-            out.append((x, torch.from_numpy(labels).to(self.device)))
-        return out
+        return [self._to_device((torch.from_numpy(images), torch.from_numpy(labels)))
+                for images, labels in synthetic_batches(SYNTHETIC_POOL, s.batch_size, s.image_size, s.num_classes, s.seed)]
 
     def _count_flops(self) -> float | None:
         """FLOPs of one forward+backward at the real shapes, counted by PyTorch itself."""
@@ -113,7 +131,10 @@ class TorchTrainingLoop:
         return float(total) if total else None
 
     def step(self) -> torch.Tensor:
-        x, y = self.data[self._i % len(self.data)]
+        if self.loader is not None:
+            x, y = self._to_device(next(self.loader))
+        else:
+            x, y = self.data[self._i % len(self.data)]
         self._i += 1
         self.optimizer.zero_grad(set_to_none=True)
         with torch.autocast(self.device.type, dtype=self.autocast_dtype or torch.float32,
@@ -157,6 +178,25 @@ class TorchTrainingLoop:
     def peak_device_memory(self) -> int | None:
         return int(torch.cuda.max_memory_allocated()) if self.device.type == "cuda" else None
 
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, Any]:
+        """Top-1/top-5 accuracy on the held-out split, in eval mode, after (never inside) the timed rounds."""
+        from ..loaders import accuracy_metrics, torch_loader
+
+        self.model.eval()
+        try:
+            def logits_and_labels() -> Iterator[tuple[Any, Any]]:
+                for batch in torch_loader.eval_batches(self.scenario):
+                    x, y = self._to_device(batch)
+                    with torch.autocast(self.device.type, dtype=self.autocast_dtype or torch.float32,
+                                        enabled=self.autocast_dtype is not None):
+                        logits = self.model(x)
+                    yield logits.float().cpu().numpy(), y.cpu().numpy()
+
+            return accuracy_metrics(logits_and_labels(), self.scenario.num_classes)
+        finally:
+            self.model.train()
+
 
 def apply_threads(scenario: Scenario) -> None:
     if scenario.intra_op_threads:
@@ -176,6 +216,7 @@ def environment(scenario: Scenario) -> dict[str, Any]:
         "allow_tf32": torch.backends.cuda.matmul.allow_tf32,
         "cudnn_benchmark": torch.backends.cudnn.benchmark,
         "channels_last": scenario.uses_channels_last,
+        "openmp_runtime": loaded_openmp_runtime(),
     }
     if scenario.device == "cuda":
         props = torch.cuda.get_device_properties(0)
@@ -201,4 +242,12 @@ def train(scenario: Scenario, progress: Any = None) -> tuple[Any, list[float], d
     configure_precision(scenario)
     loop = TorchTrainingLoop(scenario)
     metrics, losses, details = measure(loop, scenario, progress)
+    if scenario.data != "synthetic":
+        from ..loaders import describe
+
+        details["input_pipeline"] = describe(scenario)
+        metrics.update(loop.evaluate())
+        if progress is not None:
+            progress("evaluated: " + ", ".join(f"{m.name} {m.value:.3f}" for m in metrics.values()
+                                               if m.name.startswith("accuracy")))
     return metrics, losses, details, environment(scenario)

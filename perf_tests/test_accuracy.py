@@ -1,0 +1,57 @@
+"""Seed 004: a training run reports top-1/top-5 accuracy, and accuracy is held like speed.
+
+The seed trains ResNet on ImageNet and reports top-1 46.9% / top-5 72.6% after two
+epochs. On a CPU the claim tested is its mechanism: on a learnable data set made by
+the suite (10 classes of JPEG images, pytest_dlperf.datasets), each framework's core
+reaches a stated top-1 and top-5 on the held-out split within a bounded number of
+steps, and the accuracy is checked against this machine's baseline (higher is
+better), so a change that keeps the speed but breaks learning fails.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from pytest_dlperf.datasets import FRAMEWORK_FORMATS, ImageSetSpec, ensure_image_set
+from pytest_dlperf.worker import CORES
+
+#: Chance is 0.10 top-1 and 0.50 top-5 on 10 classes; a core that learns clears these in the steps below.
+MIN_TOP1 = 0.60
+MIN_TOP5 = 0.90
+SPEC = ImageSetSpec(num_classes=10, train_per_class=160, val_per_class=40, image_size=64)
+#: Bounded training: 4 warm-up + 3 x 8 timed steps of 16 images (672 images, under half an epoch).
+SMOKE = dict(image_size=32, batch_size=16, warmup_steps=4, rounds=3, steps_per_round=8, lr=0.02, loader_workers=0)
+#: How each core reports accuracy, for the skip message until it does.
+HOOK = ("after measure(), evaluate on loaders.<fw>_loader.eval_batches(scenario) and "
+        "metrics.update(loaders.accuracy_metrics(((logits, labels) as numpy), scenario.num_classes))")
+
+FRAMEWORKS = [pytest.param(fw, marks=pytest.mark.framework(fw), id=fw) for fw in ("torch", "tensorflow", "mxnet")]
+
+
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory):
+    return tmp_path_factory.getbasetemp() / "dlperf-data"
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_core_reaches_stated_accuracy_on_suite_data(dlperf, framework, data_root):
+    if importlib.util.find_spec(CORES[framework]) is None:
+        pytest.skip(f"{CORES[framework]} does not exist yet")
+    data = FRAMEWORK_FORMATS[framework]
+    data_dir = ensure_image_set(data_root, SPEC, formats=(data,))
+    shapes = SMOKE if dlperf.profile == "smoke" else {}
+    s = dlperf.scenario(framework, "resnet18", num_classes=SPEC.num_classes, data=data, data_dir=str(data_dir),
+                        label="train_and_eval", **shapes)
+    r = dlperf.run(s)
+    if "accuracy_top1" not in r.metrics:
+        pytest.skip(f"the {framework} core does not report accuracy yet; hook: {HOOK}")
+    dlperf.check(r)
+
+    top1, top5 = r.metric("accuracy_top1").value, r.metric("accuracy_top5").value
+    assert r.loss_fell(), f"loss did not fall: {r.losses[:3]} ... {r.losses[-3:]}"
+    assert top1 >= MIN_TOP1, (
+        f"{framework}: top-1 {top1:.3f} after {s.total_steps} steps, stated >= {MIN_TOP1} (chance 0.10)")
+    assert top5 >= MIN_TOP5, (
+        f"{framework}: top-5 {top5:.3f} after {s.total_steps} steps, stated >= {MIN_TOP5} (chance 0.50)")

@@ -1,0 +1,100 @@
+"""Seed 003's settings: values from the machine, applied to scenarios, and honest speedup verdicts."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_dlperf import tuning
+from pytest_dlperf.scenario import Scenario
+
+BIG = tuning.Topology(usable_cpus=36, physical_cores=18, numa_nodes=2)  # the seed's c4.8xlarge, one socket view
+SMALL = tuning.Topology(usable_cpus=2, physical_cores=2, numa_nodes=1)
+
+
+def table(framework="torch", topo=BIG, runtime="intel", numactl_reason=None):
+    return {s.name: s for s in tuning.seed_003_settings(framework, topo, runtime, numactl_reason)}
+
+
+def test_every_row_of_the_seed_is_there_in_order():
+    assert tuple(table()) == tuning.SETTING_NAMES
+
+
+def test_thread_counts_follow_the_physical_cores():
+    rows = table(topo=BIG)
+    assert rows["intra_inter_threads"].intra_op_threads == 18
+    assert rows["intra_inter_threads"].inter_op_threads == 2
+    assert rows["omp_num_threads"].env == {"OMP_NUM_THREADS": "18"}
+    assert table(topo=SMALL)["omp_num_threads"].env == {"OMP_NUM_THREADS": "2"}
+    assert tuning.Topology(4, 2, 1).threads_per_core == 2
+
+
+def test_kmp_variables_only_for_intel_openmp():
+    intel, gnu = table(runtime="intel"), table(runtime="gnu")
+    assert intel["kmp_affinity"].env == {"KMP_AFFINITY": "granularity=fine,compact,1,0"}
+    assert intel["kmp_blocktime"].env == {"KMP_BLOCKTIME": "1"}
+    assert gnu["kmp_affinity"].env == {"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"}
+    assert gnu["kmp_blocktime"].env == {"OMP_WAIT_POLICY": "PASSIVE"}
+    assert "ignores KMP_" in gnu["kmp_affinity"].description
+
+
+def test_framework_specific_rows():
+    assert table("torch")["onednn_off"].skip_reason
+    assert table("tensorflow")["onednn_off"].env == {"TF_ENABLE_ONEDNN_OPTS": "0"}
+    mx = table("mxnet")
+    assert mx["onednn_off"].env == {"MXNET_MKLDNN_ENABLED": "0"}
+    assert mx["intra_inter_threads"].env == {"OMP_NUM_THREADS": "18", "MXNET_CPU_WORKER_NTHREADS": "2"}
+    assert mx["intra_inter_threads"].intra_op_threads is None
+
+
+def test_numactl_row_skips_with_the_reason_and_notes_single_node():
+    assert table(numactl_reason="numactl is not installed")["numactl_interleave"].skip_reason == \
+        "numactl is not installed"
+    row = table(topo=SMALL)["numactl_interleave"]
+    assert row.launch_prefix == ("numactl", "--interleave=all") and row.skip_reason is None
+    assert "no effect expected" in row.description
+    assert "OMP_NUM_THREADS" in row.env  # on top of all_tuned, as in the seed
+
+
+def test_apply_merges_into_the_scenario():
+    base = Scenario(framework="torch", model="resnet50", env={"MKL_VERBOSE": "0"}, launch_prefix=("nice",))
+    tuned = table()["numactl_interleave"].apply(base)
+    assert tuned.label == "numactl_interleave"
+    assert tuned.env["MKL_VERBOSE"] == "0" and tuned.env["KMP_BLOCKTIME"] == "1"
+    assert tuned.launch_prefix == ("numactl", "--interleave=all", "nice")
+    assert tuned.intra_op_threads == 18 and tuned.inter_op_threads == 2
+    assert table()["default"].apply(base).env == base.env
+    assert table()["default"].summary() == "framework defaults"
+    assert table()["numactl_interleave"].summary().startswith("numactl --interleave=all ")
+
+
+def test_judge_reports_slower_as_slower():
+    slow = tuning.judge([70, 72, 71, 69, 70], [100, 101, 99, 100, 102])
+    assert slow.slower and not slow.faster and slow.speedup == pytest.approx(0.70, abs=0.01)
+    assert "slower than default" in slow.describe()
+    fast = tuning.judge([150, 151, 149, 152, 150], [100, 101, 99, 100, 102])
+    assert fast.faster and not fast.slower
+
+
+def test_judge_calls_noise_no_effect():
+    same = tuning.judge([100, 90, 110, 95, 105], [101, 92, 108, 97, 103])
+    assert not same.slower and not same.faster and "no clear effect" in same.describe()
+    within_margin = tuning.judge([99.0] * 5, [100.0, 100.1, 99.9, 100.0, 100.2])
+    assert not within_margin.slower
+    with pytest.raises(ValueError):
+        tuning.judge([], [1.0])
+
+
+def test_runtime_detection_and_machine_facts():
+    assert tuning._runtime_in(["/x/libiomp5.so", "/x/libgomp.so.1"]) == "intel"
+    assert tuning._runtime_in(["/usr/lib/libgomp-a34b3233.so.1"]) == "gnu"
+    assert tuning._runtime_in(["libc.so.6"]) is None
+    assert tuning.openmp_runtime_of("mxnet") in ("intel", "llvm", "gnu", "unknown")
+    assert isinstance(tuning.loaded_openmp_runtime(), str)
+    topo = tuning.topology()
+    assert topo.usable_cpus >= topo.physical_cores >= 1 and topo.numa_nodes >= 1
+
+
+def test_table_lines():
+    lines = tuning.format_table([("default", "framework defaults", 10.0, None), ("omp", "OMP_NUM_THREADS=2", 12.5, 1.25)])
+    assert lines[0].split() == ["setting", "img/s", "speedup", "settings"]
+    assert "1.25x" in lines[2] and "-" in lines[1]
