@@ -1,0 +1,74 @@
+"""Unit tests of the TensorFlow core: the ResNet-18 it builds, its FLOP count, its errors, a child run."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+
+from pytest_dlperf.cores import tf_core  # noqa: E402
+from pytest_dlperf.runner import ScenarioFailed, run_scenario  # noqa: E402
+from pytest_dlperf.scenario import Scenario, ScenarioError  # noqa: E402
+
+#: torchvision.models.resnet18(num_classes=1000): sum(p.numel() for p in model.parameters()).
+TORCHVISION_RESNET18_PARAMETERS = 11_689_512
+
+
+def tiny(**changes) -> Scenario:
+    settings = dict(framework="tensorflow", model="resnet18", batch_size=2, image_size=32, num_classes=10,
+                    warmup_steps=1, rounds=2, steps_per_round=2, timeout=300.0)
+    settings.update(changes)
+    return Scenario(**settings)
+
+
+def test_resnet18_has_torchvisions_parameter_count():
+    model = tf_core.resnet18((224, 224, 3), 1000)
+    trainable = sum(int(v.shape.num_elements()) for v in model.trainable_variables)
+    assert trainable == TORCHVISION_RESNET18_PARAMETERS
+    assert model.output_shape == (None, 1000)
+
+
+def test_model_names_map_to_keras_applications():
+    assert tf_core._application("resnet50") is keras.applications.ResNet50
+    assert tf_core._application("mobilenet_v2") is keras.applications.MobileNetV2
+    with pytest.raises(ScenarioError, match="no model 'resnet19'.*resnet50"):
+        tf_core.build_model(tiny(model="resnet19"))
+
+
+def test_flops_are_three_forward_passes_less_the_unused_input_gradient():
+    """Counted on the graph = computed by hand from the layers: fwd + grad input + grad weights."""
+    s = tiny(batch_size=4, image_size=64)
+    loop = tf_core.TfTrainingLoop(s)
+    expected = 0
+    for layer in loop.model.layers:
+        if isinstance(layer, keras.layers.Conv2D):
+            kh, kw, cin, _ = layer.kernel.shape
+            forward = 2 * s.batch_size * math.prod(layer.output.shape[1:]) * kh * kw * cin
+            # the first convolution's input is the image: no gradient is computed for it
+            expected += forward * (2 if layer.name == "stem_conv" else 3)
+        elif isinstance(layer, keras.layers.Dense):
+            expected += 3 * 2 * s.batch_size * layer.kernel.shape[0] * layer.kernel.shape[1]
+    assert loop.flops_per_step == expected
+
+
+def test_nchw_on_cpu_is_refused_with_the_fix():
+    with pytest.raises(ScenarioError, match="NCHW.*needs a GPU.*NHWC"):
+        tf_core.configure_data_format(tiny(data_format="NCHW"))
+
+
+def test_a_child_run_records_threads_and_precision(tmp_path):
+    result = run_scenario(tiny(precision="amp_bf16", intra_op_threads=1, inter_op_threads=1), tmp_path)
+    env = result.environment
+    assert (env["intra_op_threads"], env["inter_op_threads"]) == (1, 1)
+    assert env["mixed_precision_policy"] == "mixed_bfloat16" and env["framework"] == "tensorflow"
+    assert len(result.losses) == 5 and result.details["flops_per_step"] > 0
+
+
+def test_cuda_without_a_gpu_fails_clearly(tmp_path):
+    if tf.config.list_physical_devices("GPU"):
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(ScenarioFailed, match="invalid scenario.*sees no GPU"):
+        run_scenario(tiny(device="cuda"), tmp_path)
