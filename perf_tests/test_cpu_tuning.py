@@ -54,13 +54,13 @@ def _assert_applied(setting, run):
 
 @pytest.mark.parametrize("name", tuning.SETTING_NAMES)
 @pytest.mark.parametrize("framework", FRAMEWORKS)
-def test_cpu_setting_against_default(dlperf, framework, name, record_property):
+def test_cpu_setting_against_default(dlperf, framework, name, request):
     base = _base(dlperf, framework)
     setting = {s.name: s for s in tuning.seed_003_settings(framework)}[name]
     if setting.skip_reason:
         pytest.skip(f"{name}: {setting.skip_reason}")
-    record_property(f"dlperf.{name}.settings", setting.summary())
-    record_property("dlperf.topology", tuning.topology().describe())
+    request.node.user_properties.append((f"dlperf.{name}.settings", setting.summary()))
+    request.node.user_properties.append(("dlperf.topology", tuning.topology().describe()))
     default = _default(dlperf, base)
     if name == "default":
         dlperf.check(default)
@@ -71,9 +71,9 @@ def test_cpu_setting_against_default(dlperf, framework, name, record_property):
     reference = default.throughput.value
     dlperf.metric(name, "speedup", [x / reference for x in run.throughput.samples], "x")
     judgement = tuning.judge(run.throughput.samples, default.throughput.samples)
-    record_property(f"dlperf.{name}.judgement", judgement.describe())
+    request.node.user_properties.append((f"dlperf.{name}.judgement", judgement.describe()))
     if judgement.slower:
-        record_property(f"dlperf.{name}.slower_than_default", f"{judgement.speedup:.3f}")
+        request.node.user_properties.append((f"dlperf.{name}.slower_than_default", f"{judgement.speedup:.3f}"))
         warnings.warn(tuning.SlowdownWarning(
             f"{framework} {name} ({setting.summary()}) is SLOWER than the default: {judgement.describe()}, "
             f"{run.throughput.value:.1f} vs {reference:.1f} img/s"), stacklevel=1)
