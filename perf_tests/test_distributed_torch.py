@@ -1,0 +1,114 @@
+"""Seed 004 (PyTorch on one and two machines): DDP is the large-batch computation, scales, and keeps accuracy.
+
+The seed trains ResNet on ImageNet on one VM and on two (``RANK=0``/``RANK=1``,
+``torch.distributed``), and reports the time saved and top-1/top-5 after two epochs
+(46.9%/72.6% on one VM, 51.6%/77.4% on two). Here, on CPU with gloo:
+
+* DDP with 2 ranks of batch ``b`` ends with the same parameters as one process with
+  batch ``2b`` after ``k`` steps (a BatchNorm-free CNN: BN statistics are per rank, so
+  a BN model is not that computation); a 1-process batch-``b`` run must differ, which
+  shows the comparison can fail;
+* 1 vs 2 workers of ResNet-18 (32 px, batch 16 per worker, 2 epochs): throughput per
+  worker, weak-scaling efficiency and top-1/top-5 on held-out data, on loopback, across
+  two network namespaces, and across two namespaces behind a ``tbf`` rate limit.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from pytest_dlperf import distributed as dist
+from pytest_dlperf.netns import rate_bits_per_second
+
+pytestmark = pytest.mark.framework("torch")
+
+EQUIVALENCE = dict(model="tiny_cnn", batch_size=8, image_size=16, num_classes=10, lr=0.05, momentum=0.9,
+                   seed=0, train_samples=256, steps=6, warmup_steps=0, rounds=1, threads=1)
+#: float32 sums in a different order (per-rank means averaged vs one mean): ~1e-7 relative; allow 1e-4.
+PARAM_RTOL = 1e-4
+SCALING = dict(model="resnet18", batch_size=16, image_size=32, num_classes=10, lr=0.01, momentum=0.9, seed=0,
+               train_samples=1024, val_samples=512, noise=2.0, epochs=2, warmup_steps=2, rounds=4, threads=1)
+#: Two workers (twice the global batch, half the steps, same epochs) may lose this much top-1.
+ACCURACY_MARGIN = 0.15
+#: Above chance (10 classes) by a wide margin: the single worker really learned.
+MIN_TOP1 = 0.5
+#: 2 ranks x 1 thread on a 2-core machine, loopback or veth: at least this weak-scaling efficiency.
+MIN_EFFICIENCY = {"loopback": 0.3, "netns": 0.3, "netns_limited": 0.0}
+RATE = "1gbit"
+TIMEOUT = 240.0
+
+
+def run(workers, config, launcher=None, label="job", tmp_path=None):
+    job = dist.Job("torch", workers, config, timeout=TIMEOUT, label=label,
+                   **({"launcher": launcher} if launcher is not None else {}))
+    try:
+        return job, dist.run_job(job, tmp_path)
+    except dist.JobFailed as exc:
+        pytest.fail(exc.report(), pytrace=False)
+
+
+@pytest.mark.distributed(workers=2, launcher="local")
+def test_ddp_parameters_equal_single_process_large_batch(tmp_path):
+    _, ddp = run(2, EQUIVALENCE, label="ddp2x8", tmp_path=tmp_path)
+    _, big = run(1, dict(EQUIVALENCE, batch_size=16), label="single16", tmp_path=tmp_path)
+    _, small = run(1, EQUIVALENCE, label="single8", tmp_path=tmp_path)
+    rank0, rank1 = ddp.workers
+    assert rank0["backend"] == "gloo" and rank0["world"] == 2
+
+    name, rel = dist.max_param_difference(rank0["params"], rank1["params"])
+    assert rel == 0.0, f"DDP replicas diverged: {name} differs by {rel:.3g} between rank 0 and rank 1"
+    name, rel = dist.max_param_difference(rank0["params"], big.workers[0]["params"])
+    assert rel <= PARAM_RTOL, (
+        f"DDP 2x8 vs one process batch 16 after {EQUIVALENCE['steps']} steps: {name} differs by {rel:.3g} "
+        f"(relative), tolerance {PARAM_RTOL:g}"
+    )
+    name, control = dist.max_param_difference(small.workers[0]["params"], big.workers[0]["params"])
+    assert control > 100 * PARAM_RTOL, f"control: batch 8 vs 16 should differ, got {control:.3g} on {name}"
+
+
+@pytest.fixture(scope="module")
+def single_worker(tmp_path_factory):
+    return run(1, SCALING, label="single", tmp_path=tmp_path_factory.mktemp("single"))
+
+
+NETWORK_PARAMS = [
+    pytest.param("loopback", marks=pytest.mark.distributed(workers=2, launcher="local")),
+    pytest.param("netns", marks=[pytest.mark.slow, pytest.mark.distributed(workers=2, launcher="netns")]),
+    pytest.param("netns_limited", marks=[pytest.mark.slow, pytest.mark.distributed(workers=2, launcher="netns")]),
+]
+
+
+@pytest.mark.parametrize("network", NETWORK_PARAMS)
+def test_two_workers_scale_and_keep_accuracy(dlperf, single_worker, network, tmp_path):
+    one_job, one = single_worker
+    try:
+        with dist.network(network, hosts=2, rate=RATE) as launcher:
+            two_job, two = run(2, SCALING, launcher, label=f"ddp2-{network}", tmp_path=tmp_path)
+    except dist.NetworkUnavailable as exc:
+        pytest.skip(str(exc))
+    single = dist.as_training_result(one_job, one, "single_worker")
+    pair = dist.as_training_result(two_job, two, f"two_workers_{network}")
+    base = statistics.median(one.workers[0]["throughput"])
+    per_worker = [statistics.median(w["throughput"]) for w in two.workers]
+    efficiency = dist.scaling_efficiency(base, per_worker)
+    rounds = zip(*[w["throughput"] for w in two.workers])
+    dlperf.metric(f"two_workers_{network}", "scaling_efficiency", [sum(r) / (2 * base) for r in rounds], "x")
+    dlperf.check(single, pair)
+
+    acc1, acc2 = one.workers[0]["accuracy"], two.workers[0]["accuracy"]
+    summary = (f"{network}: 1 worker {base:.1f} samples/s, 2 workers {per_worker} samples/s each, efficiency "
+               f"{efficiency:.2f}; top-1 {acc1['top1']:.3f} -> {acc2['top1']:.3f}, top-5 {acc1['top5']:.3f} -> "
+               f"{acc2['top5']:.3f}; wall {one.wall_seconds:.1f} s vs {two.wall_seconds:.1f} s")
+    print(summary)
+    assert pair.loss_fell() and single.loss_fell(), summary
+    assert acc1["top1"] >= MIN_TOP1, f"the single worker did not learn: {summary}"
+    assert acc2["top1"] >= acc1["top1"] - ACCURACY_MARGIN, f"2-worker top-1 below the margin {ACCURACY_MARGIN}: {summary}"
+    assert acc2["top5"] >= acc1["top5"] - ACCURACY_MARGIN, f"2-worker top-5 below the margin {ACCURACY_MARGIN}: {summary}"
+    assert efficiency >= MIN_EFFICIENCY[network], f"scaling efficiency below {MIN_EFFICIENCY[network]}: {summary}"
+    if network == "netns_limited":
+        # the limit is real: each rank sends at least one gradient's bytes per step through its veth
+        floor = dist.param_bytes(two.workers[0]["params"]) * 8 / rate_bits_per_second(RATE)
+        step = SCALING["batch_size"] / max(per_worker)
+        assert step >= 0.8 * floor, f"step {step:.3f} s is faster than {RATE} allows ({floor:.3f} s): {summary}"

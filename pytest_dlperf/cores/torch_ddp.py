@@ -1,0 +1,144 @@
+"""One rank of a PyTorch DistributedDataParallel job: ``python -m pytest_dlperf.cores.torch_ddp CONFIG RESULT``.
+
+Started by :func:`pytest_dlperf.distributed.run_job` with the torchrun environment
+(``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``), it does
+what the PyTorch DDP tutorial does: ``init_process_group`` (gloo on CPU, NCCL on
+CUDA), the model wrapped in ``DistributedDataParallel`` (which broadcasts rank 0's
+weights and averages gradients in its backward hooks), then SGD on this rank's shard
+of every global batch. With ``WORLD_SIZE=1`` it is the plain single-process model,
+no DDP: the reference the equivalence test compares with.
+
+Throughput per worker comes from the shared ``measure`` harness; the rank writes its
+final parameters (``.npz``) and rank 0 reports validation top-1/top-5 on held-out
+synthetic data.
+
+Models: ``resnet18`` (``torchvision.models.get_model``) for scaling and
+accuracy; ``tiny_cnn`` (two convolutions, no BatchNorm) for the equivalence check,
+because BatchNorm normalises each rank's batch with its own statistics, so DDP with
+BN is *not* the large-batch computation and could never match it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import sys
+import time
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from .. import distributed as dist_util
+
+
+def tiny_cnn(num_classes: int) -> torch.nn.Module:
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(), torch.nn.Linear(16, num_classes),
+    )
+
+
+class DDPLoop:
+    """The TrainingLoop ``measure`` times: one SGD step on this rank's shard of the next global batch."""
+
+    def __init__(self, model: torch.nn.Module, config: dict[str, Any], rank: int, world: int, device: torch.device):
+        self.model, self.rank, self.world, self.device = model, rank, world, device
+        self.config = config
+        self.batch = int(config["batch_size"])
+        self.samples_per_step = self.batch
+        self.synchronous = device.type == "cpu"
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=float(config["lr"]),
+                                         momentum=float(config["momentum"]),
+                                         weight_decay=float(config.get("weight_decay", 0.0)))
+        self.criterion = torch.nn.CrossEntropyLoss()
+        images, labels = dist_util.dataset(int(config["train_samples"]), int(config["image_size"]),
+                                           int(config["num_classes"]), int(config["seed"]),
+                                           float(config.get("noise", 0.5)))
+        self.images = torch.from_numpy(images).to(device)
+        self.labels = torch.from_numpy(labels).to(device)
+        self.steps = 0
+
+    def step(self) -> torch.Tensor:
+        dist_util.maybe_fault(self.config, self.rank, self.steps)
+        dist_util.heartbeat(self.steps + 1)  # entering this step, before its collective
+        x, y = dist_util.shard(self.images, self.labels, self.steps, self.rank, self.world, self.batch)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.criterion(self.model(x), y)
+        loss.backward()  # DDP all-reduces (averages) the gradients here
+        self.optimizer.step()
+        self.steps += 1
+        return loss.detach()
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+
+    def losses_to_floats(self, handles: Sequence[torch.Tensor]) -> list[float]:
+        return torch.stack(list(handles)).float().cpu().tolist()
+
+
+def evaluate(model: torch.nn.Module, config: dict[str, Any], device: torch.device) -> dict[str, float]:
+    images, labels = dist_util.dataset(int(config.get("val_samples", 256)), int(config["image_size"]),
+                                       int(config["num_classes"]), int(config["seed"]),
+                                       float(config.get("noise", 0.5)), split="val")
+    model.eval()
+    with torch.no_grad():
+        logits = torch.cat([model(torch.from_numpy(images[i:i + 128]).to(device)).float().cpu()
+                            for i in range(0, len(labels), 128)])
+    model.train()
+    return dist_util.topk_accuracy(logits.numpy(), labels)
+
+
+def main(argv: list[str]) -> int:
+    from ..measure import measure
+
+    config, result_path = dist_util.load_rank(argv)
+    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    torch.set_num_threads(int(config.get("threads", 1)))
+    device = torch.device(config.get("device", "cpu"))
+    if world > 1:
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        if device.type == "cuda":
+            local = int(os.environ.get("LOCAL_RANK", 0))
+            device = torch.device("cuda", local % torch.cuda.device_count())
+            torch.cuda.set_device(device)
+        # collectives may wait longer than the job: the parent's timeout is what ends a hang
+        torch.distributed.init_process_group(backend, timeout=datetime.timedelta(hours=1))
+    total = dist_util.total_steps_of(config, world)
+    scenario = dist_util.scenario_of(config, total, "torch")
+    torch.manual_seed(scenario.seed)
+    if config["model"] == "tiny_cnn":
+        model: torch.nn.Module = tiny_cnn(scenario.num_classes).to(device)
+    else:
+        import torchvision
+
+        model = torchvision.models.get_model(config["model"], weights=None, num_classes=scenario.num_classes).to(device)
+    net = model
+    if world > 1:
+        net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    loop = DDPLoop(net, config, rank, world, device)
+    start = time.perf_counter()
+    metrics, losses, details = measure(loop, scenario, lambda text: print(f"[dlperf] {text}", flush=True))
+    train_seconds = time.perf_counter() - start
+    params = {name: p.detach().cpu().numpy() for name, p in model.state_dict().items()}
+    params_path = result_path.with_suffix(".params.npz")
+    np.savez(params_path, **params)
+    payload = {
+        "rank": rank, "world": world, "backend": torch.distributed.get_backend() if world > 1 else "none",
+        "throughput": list(metrics["throughput"].samples), "losses": losses, "steps": loop.steps,
+        "train_seconds": train_seconds, "params": str(params_path), "details": details,
+        "param_checksum": float(sum(float(np.abs(v).sum()) for v in params.values())),
+        "accuracy": evaluate(model, config, device) if rank == 0 else None,
+        "framework_version": torch.__version__,
+    }
+    if world > 1:
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
+    dist_util.write_rank_result(result_path, payload)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

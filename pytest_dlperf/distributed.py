@@ -1,0 +1,583 @@
+"""Run one distributed job: N ranks through a launcher, watched, and always cleaned up.
+
+The parent side (:func:`run_job`) gives every process of the job
+
+* its framework's own rendezvous environment: the torchrun variables
+  (``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``),
+  ``TF_CONFIG`` for ``MultiWorkerMirroredStrategy``, or the ps-lite variables
+  (``DMLC_ROLE``, ``DMLC_PS_ROOT_URI``, ``DMLC_PS_ROOT_PORT``, ``DMLC_NUM_WORKER``,
+  ``DMLC_NUM_SERVER``) for an MXNet scheduler, its servers and its workers;
+* ports that are free on the job's own addresses and reserved against every other
+  job on this machine (an ``flock`` per port held for the job's lifetime);
+* a marker ``DLPERF_JOB=<id>`` in its environment, its own log, its own process group.
+
+It then watches the ranks: the first rank to exit non-zero, or, at the timeout, the
+rank with the least progress, fails the job with :class:`JobFailed` naming that rank
+and its last output. Whatever happens every process group of the job is killed, and
+``/proc`` is scanned for the marker to kill anything that left its group.
+
+The rank side (``load_rank``, ``heartbeat``, ``write_rank_result``, the data helpers)
+is imported by the per-framework entry points in ``cores/*_dist``/``*_ddp``/``*_mwms``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Iterator, Mapping, Sequence
+
+from .launchers import Launcher, LocalLauncher
+
+ENTRY_POINTS = {
+    "torch": "pytest_dlperf.cores.torch_ddp",
+    "tensorflow": "pytest_dlperf.cores.tf_mwms",
+    "mxnet": "pytest_dlperf.cores.mxnet_dist",
+}
+JOB_MARKER = "DLPERF_JOB"
+HEARTBEAT = "[dlperf] step "
+TAIL_LINES = 25
+#: How long the scheduler/servers of a ps-lite job may take to exit after the workers finished.
+SERVER_EXIT_GRACE = 10.0
+PORT_LOCK_DIR = Path(tempfile.gettempdir()) / f"dlperf-ports-{os.getuid() if hasattr(os, 'getuid') else 0}"
+
+
+class JobFailed(RuntimeError):
+    """A rank crashed or hung; ``rank`` names it, ``output_tail`` is its last output."""
+
+    def __init__(self, job: str, rank: str, reason: str, output_tail: str, survivors: Sequence[int] = ()):
+        self.job, self.rank, self.reason, self.output_tail = job, rank, reason, output_tail
+        self.survivors = list(survivors)
+        super().__init__(f"job {job}: {rank} {reason}")
+
+    def report(self) -> str:
+        text = f"distributed job {self.job!r}: {self.rank} {self.reason}\n--- last output of {self.rank} ---\n{self.output_tail}"
+        if self.survivors:
+            text += f"\n(processes {self.survivors} outlived the kill and were SIGKILLed by marker)"
+        return text
+
+
+@dataclass(frozen=True)
+class Rank:
+    role: str  # "worker", "server" or "scheduler"
+    index: int
+    slot: int  # which launcher slot (host) it runs on
+
+    @property
+    def name(self) -> str:
+        return "scheduler" if self.role == "scheduler" else f"{self.role} {self.index}"
+
+    @property
+    def file_stem(self) -> str:
+        return f"{self.role}{self.index}"
+
+
+@dataclass
+class Job:
+    """What to run: ``workers`` ranks of ``framework``'s entry point, each given ``config``."""
+
+    framework: str
+    workers: int
+    config: Mapping[str, Any]
+    launcher: Launcher = field(default_factory=LocalLauncher)
+    servers: int = 1  # MXNet ps-lite only
+    timeout: float = 180.0
+    env: Mapping[str, str] = field(default_factory=dict)
+    label: str = "job"
+    python: str = sys.executable
+
+    def __post_init__(self) -> None:
+        if self.framework not in ENTRY_POINTS:
+            raise ValueError(f"framework {self.framework!r}: use one of {', '.join(ENTRY_POINTS)}")
+        if self.workers < 1:
+            raise ValueError(f"workers={self.workers} must be >= 1")
+        if self.framework == "mxnet" and self.servers < 1:
+            raise ValueError("an MXNet dist_* job needs servers >= 1")
+
+    def ranks(self) -> list[Rank]:
+        workers = [Rank("worker", i, i) for i in range(self.workers)]
+        if self.framework != "mxnet" or not str(self.config.get("kvstore", "")).startswith("dist"):
+            return workers
+        servers = [Rank("server", i, i % self.workers) for i in range(self.servers)]
+        return [Rank("scheduler", 0, 0), *servers, *workers]
+
+
+@dataclass
+class JobResult:
+    job_id: str
+    label: str
+    workers: list[dict[str, Any]]  # one payload per worker rank, in rank order
+    wall_seconds: float
+    logdir: Path
+    #: Where the job met: MASTER_ADDR:MASTER_PORT, the TF_CONFIG worker list, or the ps-lite root.
+    rendezvous: list[str] = field(default_factory=list)
+
+    def worker(self, index: int) -> dict[str, Any]:
+        return self.workers[index]
+
+
+# ---------------------------------------------------------------- ports
+
+
+class PortReservation:
+    """Free TCP ports on given addresses, each locked against other jobs until ``release``."""
+
+    def __init__(self) -> None:
+        self._locks: list[IO[str]] = []
+        PORT_LOCK_DIR.mkdir(parents=True, exist_ok=True)
+
+    def take(self, address: str, attempts: int = 50) -> int:
+        for _ in range(attempts):
+            port = _bindable_port(address)
+            if port is None:
+                continue
+            lock = open(PORT_LOCK_DIR / f"{port}.lock", "w")
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                lock.close()  # another job holds it
+                continue
+            self._locks.append(lock)
+            return port
+        raise RuntimeError(f"no free TCP port could be reserved on {address} after {attempts} attempts")
+
+    def release(self) -> None:
+        for lock in self._locks:
+            lock.close()
+        self._locks.clear()
+
+
+def _bindable_port(address: str) -> int | None:
+    """A port the kernel says is free on ``address`` (and on the wildcard, where gRPC listens)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((address, 0))
+        except OSError:
+            # the address lives in another network namespace: any port is free there
+            sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("0.0.0.0", port))
+        except OSError:
+            return None
+    return port
+
+
+# ---------------------------------------------------------------- environment
+
+
+def _interface(launcher: Launcher) -> str | None:
+    return {"local": "lo", "netns": "eth0"}.get(launcher.name)
+
+
+def rank_environments(job: Job, job_id: str, ports: PortReservation) -> dict[Rank, dict[str, str]]:
+    """Each rank's full environment: ours, the job marker, the framework's rendezvous variables."""
+    launcher = job.launcher
+    package_root = str(Path(__file__).resolve().parent.parent)
+    base = dict(os.environ)
+    base.update(job.env)
+    base.update(
+        PYTHONUNBUFFERED="1",
+        PYTHONPATH=os.pathsep.join(p for p in (package_root, base.get("PYTHONPATH", "")) if p),
+        **{JOB_MARKER: job_id},
+    )
+    iface = _interface(launcher)
+    ranks = job.ranks()
+    out: dict[Rank, dict[str, str]] = {}
+    if job.framework == "torch":
+        master = launcher.address(0)
+        port = str(ports.take(master))
+        seen: dict[str, int] = {}
+        for r in ranks:
+            addr = launcher.address(r.slot)
+            local_rank = seen.get(addr, 0)
+            seen[addr] = local_rank + 1
+            env = dict(base, MASTER_ADDR=master, MASTER_PORT=port, RANK=str(r.index), WORLD_SIZE=str(job.workers),
+                       LOCAL_RANK=str(local_rank))
+            if iface:
+                env["GLOO_SOCKET_IFNAME"] = iface
+            out[r] = env
+    elif job.framework == "tensorflow":
+        workers = [f"{launcher.address(r.slot)}:{ports.take(launcher.address(r.slot))}" for r in ranks]
+        for r in ranks:
+            config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": r.index}}
+            out[r] = dict(base, TF_CONFIG=json.dumps(config))
+    else:
+        dist = len(ranks) > job.workers
+        root = launcher.address(0)
+        root_port = str(ports.take(root)) if dist else "0"
+        for r in ranks:
+            env = dict(base)
+            if dist:
+                env.update(DMLC_ROLE=r.role, DMLC_PS_ROOT_URI=root, DMLC_PS_ROOT_PORT=root_port,
+                           DMLC_NUM_WORKER=str(job.workers), DMLC_NUM_SERVER=str(job.servers),
+                           DMLC_NODE_HOST=launcher.address(r.slot))
+                if iface:
+                    env["DMLC_INTERFACE"] = iface
+            out[r] = env
+    for r, env in out.items():
+        env["DLPERF_RANK_NAME"] = r.name
+        env["DLPERF_PROCESS_INDEX"] = str(r.index)  # the launch index the parent names failures by
+    return out
+
+
+# ---------------------------------------------------------------- processes
+
+
+def job_processes(job_id: str) -> list[int]:
+    """Pids of every live process whose environment carries this job's marker."""
+    marker = f"{JOB_MARKER}={job_id}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and marker in environ.split(b"\0"):
+            found.append(int(entry.name))
+    return found
+
+
+def _kill_groups(procs: Sequence[subprocess.Popen[bytes]], grace: float = 3.0) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for p in procs:
+            try:
+                os.killpg(p.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        deadline = time.monotonic() + grace
+        for p in procs:
+            try:
+                p.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        if all(p.poll() is not None for p in procs):
+            break
+
+
+def _kill_marked(job_id: str) -> list[int]:
+    survivors = job_processes(job_id)
+    for pid in survivors:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return survivors
+
+
+def tail(path: Path, lines: int = TAIL_LINES) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "(no output)"
+    return "\n".join(text.rstrip().splitlines()[-lines:]) or "(no output)"
+
+
+def last_step(path: Path) -> int:
+    """The last step a rank logged entering (-1: none yet)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return -1
+    steps = [line[len(HEARTBEAT):].split()[0] for line in text.splitlines() if line.startswith(HEARTBEAT)]
+    return int(steps[-1]) if steps and steps[-1].isdigit() else -1
+
+
+def _exit_reason(code: int) -> str:
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"crashed (exit status {code})"
+
+
+def run_job(job: Job, workdir: Path | None = None) -> JobResult:
+    """Start every rank, wait for the workers, return their payloads; raise JobFailed otherwise."""
+    job_id = f"{job.label}-{secrets.token_hex(4)}"
+    logdir = Path(workdir or tempfile.mkdtemp(prefix="dlperf-job-")) / job_id
+    logdir.mkdir(parents=True, exist_ok=True)
+    missing = job.launcher.missing()
+    if missing:
+        raise RuntimeError(missing)
+    config_path = logdir / "config.json"
+    config_path.write_text(json.dumps(dict(job.config, workers=job.workers)), encoding="utf-8")
+    ports = PortReservation()
+    procs: dict[Rank, subprocess.Popen[bytes]] = {}
+    logs: dict[Rank, Path] = {}
+    results: dict[Rank, Path] = {}
+    entry = ENTRY_POINTS[job.framework]
+    start = time.perf_counter()
+    envs: dict[Rank, dict[str, str]] = {}
+    try:
+        envs = rank_environments(job, job_id, ports)
+        for rank, env in envs.items():
+            logs[rank] = logdir / f"{rank.file_stem}.log"
+            results[rank] = logdir / f"{rank.file_stem}.json"
+            command = [job.python, "-m", entry, str(config_path), str(results[rank])]
+            argv = job.launcher.argv(rank.slot, command, env)
+            with open(logs[rank], "wb") as log:
+                procs[rank] = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                               stdin=subprocess.DEVNULL, start_new_session=True)
+        _watch(job, job_id, procs, logs, start)
+        wall = time.perf_counter() - start
+    finally:
+        _kill_groups(list(procs.values()))
+        leftovers = _kill_marked(job_id)
+        ports.release()
+    payloads = []
+    for rank in [r for r in procs if r.role == "worker"]:
+        try:
+            payloads.append(json.loads(results[rank].read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            raise JobFailed(job_id, rank.name, "exited 0 but wrote no result", tail(logs[rank]), leftovers) from None
+    return JobResult(job_id, job.label, payloads, wall, logdir, rendezvous_of(envs))
+
+
+def rendezvous_of(envs: Mapping[Rank, Mapping[str, str]]) -> list[str]:
+    env = next(iter(envs.values()))
+    if "MASTER_PORT" in env:
+        return [f"{env['MASTER_ADDR']}:{env['MASTER_PORT']}"]
+    if "TF_CONFIG" in env:
+        return list(json.loads(env["TF_CONFIG"])["cluster"]["worker"])
+    if "DMLC_PS_ROOT_PORT" in env:
+        return [f"{env['DMLC_PS_ROOT_URI']}:{env['DMLC_PS_ROOT_PORT']}"]
+    return []
+
+
+def _watch(job: Job, job_id: str, procs: Mapping[Rank, subprocess.Popen[bytes]], logs: Mapping[Rank, Path],
+           start: float) -> None:
+    workers = [r for r in procs if r.role == "worker"]
+    deadline = start + job.timeout
+    workers_done_at: float | None = None
+    while True:
+        failed = [r for r, p in procs.items() if p.poll() not in (None, 0)]
+        if failed:
+            # the first to fail is the cause; peers that lose their connection follow it
+            rank = failed[0]
+            code = procs[rank].returncode
+            _kill_groups(list(procs.values()))
+            raise JobFailed(job_id, rank.name, _exit_reason(code), tail(logs[rank]), _kill_marked(job_id))
+        if all(procs[r].poll() == 0 for r in workers):
+            if all(p.poll() == 0 for p in procs.values()):
+                return
+            workers_done_at = workers_done_at or time.monotonic()
+            if time.monotonic() - workers_done_at > SERVER_EXIT_GRACE:
+                return  # the workers have their results; servers are killed in the cleanup
+        now = time.perf_counter()
+        if now > deadline:
+            running = [r for r, p in procs.items() if p.poll() is None and r.role == "worker"] or \
+                      [r for r, p in procs.items() if p.poll() is None]
+            steps = {r: last_step(logs[r]) for r in running}
+            laggard = min(running, key=lambda r: (steps[r], r.index))
+            others = ", ".join(f"{r.name} at step {steps[r]}" for r in running if r != laggard)
+            if len(running) > 1 and len(set(steps.values())) == 1:
+                others += "; no rank is behind the others, so the hang is inside that step's collective"
+            _kill_groups(list(procs.values()))
+            reason = (f"hung: no result after the job's timeout of {job.timeout:g} s; its last step was "
+                      f"{steps[laggard]}" + (f" (still running: {others})" if others else ""))
+            raise JobFailed(job_id, laggard.name, reason, tail(logs[laggard]), _kill_marked(job_id))
+        time.sleep(0.05)
+
+
+# ---------------------------------------------------------------- rank side
+
+
+def load_rank(argv: Sequence[str]) -> tuple[dict[str, Any], Path]:
+    """The job's config and this rank's result path, from ``python -m entry CONFIG RESULT``."""
+    config_path, result_path = argv
+    return json.loads(Path(config_path).read_text(encoding="utf-8")), Path(result_path)
+
+
+def heartbeat(step: int) -> None:
+    """"Entering step N", printed before the step's collective: the parent names the laggard
+    of a hung job from these (its peers have entered the next step and wait in its collective)."""
+    print(f"{HEARTBEAT}{step}", flush=True)
+
+
+def write_rank_result(path: Path, payload: Mapping[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def maybe_fault(config: Mapping[str, Any], rank: int, step: int) -> None:
+    """Fault injection for the reliability tests: ``fault={"rank": r, "step": s, "kind": "crash"|"hang"}``.
+
+    ``r`` is the launch index (``worker r`` in the parent's messages); ps-lite assigns its own
+    ranks in connection order, so the framework's rank is only the fallback.
+    """
+    fault = config.get("fault")
+    index = int(os.environ.get("DLPERF_PROCESS_INDEX", rank))
+    if not fault or fault["rank"] != index or fault["step"] != step:
+        return
+    print(f"[dlperf] injected fault: {fault['kind']} at step {step}", flush=True)
+    if fault["kind"] == "crash":
+        os._exit(17)
+    while True:  # a hang: the peers block in their next collective
+        time.sleep(3600)
+
+
+def dataset(samples: int, image_size: int, num_classes: int, seed: int, noise: float,
+            split: str = "train") -> tuple[Any, Any]:
+    """A fixed synthetic set (images NCHW float32, labels int64) from ``synthetic``'s class templates.
+
+    ``split="val"`` draws different samples (different noise and labels) around the same
+    class templates: a held-out set for top-1/top-5.
+    """
+    import numpy as np
+
+    from .synthetic import class_templates
+
+    templates = class_templates(num_classes, image_size, seed)
+    rng = np.random.default_rng([seed, 0 if split == "train" else 1])
+    labels = rng.integers(0, num_classes, size=samples, dtype=np.int64)
+    images = templates[labels] + noise * rng.standard_normal((samples, *templates.shape[1:]), dtype=np.float32)
+    return images.astype(np.float32), labels
+
+
+def shard(images: Any, labels: Any, step: int, rank: int, world: int, batch: int) -> tuple[Any, Any]:
+    """Rank ``rank``'s slice of global batch ``step``: rows ``[g*W*b + r*b, +b)`` cycling the set.
+
+    The union over ranks of one step is exactly the single-process batch of size ``W*b``.
+    """
+    per_step = world * batch
+    steps_per_epoch = len(labels) // per_step
+    if steps_per_epoch < 1:
+        raise ValueError(f"{len(labels)} samples cannot fill one global batch of {per_step}")
+    begin = (step % steps_per_epoch) * per_step + rank * batch
+    return images[begin:begin + batch], labels[begin:begin + batch]
+
+
+def scenario_of(config: Mapping[str, Any], total_steps: int, framework: str) -> Any:
+    """The measure() schedule (a Scenario): warm-up, then rounds of equal steps, all of ``total_steps`` training."""
+    from .scenario import Scenario
+
+    rounds = max(1, min(int(config.get("rounds", 4)), total_steps))
+    warmup = min(int(config.get("warmup_steps", 2)), total_steps - rounds)
+    per_round = (total_steps - warmup) // rounds
+    warmup = total_steps - rounds * per_round
+    return Scenario(framework=framework, model=config["model"], device=config.get("device", "cpu"),
+                    batch_size=int(config["batch_size"]), image_size=int(config["image_size"]),
+                    num_classes=int(config["num_classes"]), warmup_steps=warmup, rounds=rounds,
+                    steps_per_round=per_round, lr=float(config["lr"]), momentum=float(config["momentum"]),
+                    weight_decay=float(config.get("weight_decay", 0.0)), seed=int(config["seed"]),
+                    label=config.get("label", "ddp"))
+
+
+def total_steps_of(config: Mapping[str, Any], world: int) -> int:
+    """``steps`` if given, else ``epochs`` passes over the training set at the global batch."""
+    if config.get("steps"):
+        return int(config["steps"])
+    return int(config["epochs"]) * (int(config["train_samples"]) // (world * int(config["batch_size"])))
+
+
+def topk_accuracy(logits: Any, labels: Any, ks: Sequence[int] = (1, 5)) -> dict[str, float]:
+    """top-k accuracy (fraction) of numpy ``logits`` (N, C) against ``labels`` (N,)."""
+    import numpy as np
+
+    order = np.argsort(-logits, axis=1)
+    out = {}
+    for k in ks:
+        hits = (order[:, :min(k, logits.shape[1])] == labels[:, None]).any(axis=1)
+        out[f"top{k}"] = float(hits.mean())
+    return out
+
+
+def scaling_efficiency(single_worker_throughput: float, per_worker_throughputs: Sequence[float]) -> float:
+    """Weak scaling: the N workers' total throughput over N times one worker's."""
+    n = len(per_worker_throughputs)
+    return sum(per_worker_throughputs) / (n * single_worker_throughput)
+
+
+# ---------------------------------------------------------------- parent side: networks and reporting
+
+#: Where the workers of a test run: this host's loopback, or separate netns hosts (optionally rate-limited).
+NETWORKS = ("loopback", "netns", "netns_limited")
+
+
+class NetworkUnavailable(RuntimeError):
+    """The network asked for cannot be built here; the message is the reason to skip."""
+
+
+@contextmanager
+def network(kind: str, hosts: int, rate: str = "1gbit") -> Iterator[Launcher]:
+    """A launcher for ``kind``; netns namespaces exist only inside the ``with`` block."""
+    if kind == "loopback":
+        yield LocalLauncher()
+        return
+    if kind not in NETWORKS:
+        raise ValueError(f"network {kind!r}: use one of {', '.join(NETWORKS)}")
+    from .launchers import NetnsLauncher
+    from .netns import NetnsCluster, unavailable_reason
+
+    reason = unavailable_reason()
+    if reason:
+        raise NetworkUnavailable(reason)
+    with NetnsCluster(hosts, rate=rate if kind == "netns_limited" else None) as cluster:
+        yield NetnsLauncher(cluster.namespaces, cluster.addresses)
+
+
+def param_bytes(params_path: str) -> int:
+    """Bytes of the float parameters a worker saved: what one all-reduce/push must move."""
+    import numpy as np
+
+    with np.load(params_path) as arrays:
+        return int(sum(arrays[k].nbytes for k in arrays.files if arrays[k].dtype.kind == "f"))
+
+
+def max_param_difference(path_a: str, path_b: str) -> tuple[str, float]:
+    """The parameter array that differs most, and its largest ``|a-b| / max(|b|, 1e-3)``."""
+    import numpy as np
+
+    worst, name = -1.0, ""
+    with np.load(path_a) as a, np.load(path_b) as b:
+        if sorted(a.files) != sorted(b.files):
+            raise ValueError(f"different parameter sets: {sorted(a.files)} vs {sorted(b.files)}")
+        for key in a.files:
+            if a[key].dtype.kind != "f":
+                continue
+            scale = np.maximum(np.abs(b[key]), 1e-3)
+            excess = float((np.abs(a[key] - b[key]) / scale).max())
+            if excess > worst:
+                worst, name = excess, key
+    return name, worst
+
+
+def as_training_result(job: Job, result: JobResult, label: str) -> Any:
+    """The job as a :class:`TrainingResult` for ``dlperf.check``: throughput *per worker*
+    (every worker's per-round samples), rank 0's top-1/top-5, the job's wall time, and
+    this machine's hardware key so the figures meet their baselines."""
+    from .environment import hardware_key, host_record
+    from .result import HIGHER, TrainingResult, metric_from
+
+    first = next((w for w in result.workers if w.get("accuracy")), result.workers[0])
+    total = total_steps_of(job.config, job.workers)
+    scenario = scenario_of(job.config, total, job.framework).replace(
+        label=label, kvstore=job.config.get("kvstore"), launch_prefix=(job.launcher.name,))
+    per_worker = [x for w in result.workers for x in w["throughput"]]
+    metrics = {"throughput": metric_from("throughput", per_worker, "samples/s/worker", HIGHER),
+               "job_wall_time": metric_from("job_wall_time", [result.wall_seconds], "s", "lower")}
+    if first.get("accuracy"):
+        for k, v in first["accuracy"].items():
+            metrics[f"accuracy_{k}"] = metric_from(f"accuracy_{k}", [v], "fraction", HIGHER)
+    environment = host_record()
+    environment.update(framework=job.framework, framework_version=first.get("framework_version"),
+                       hardware_key=hardware_key(str(job.config.get("device", "cpu"))),
+                       workers=job.workers, launcher=job.launcher.name, job_id=result.job_id)
+    details = {"wall_seconds": result.wall_seconds, "workers": result.workers}
+    return TrainingResult(scenario, metrics, list(first["losses"]), environment, details)

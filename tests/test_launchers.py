@@ -1,0 +1,136 @@
+"""Launchers build argv lists; hostfile entries are validated; nothing reaches a shell unquoted."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from pytest_dlperf import launchers
+from pytest_dlperf.launchers import Host, HostfileError, read_hostfile, validate_host
+
+TF_CONFIG = json.dumps({"cluster": {"worker": ["10.0.0.1:2222", "10.0.0.2:2222"]}, "task": {"type": "worker", "index": 1}})
+ENV = {"RANK": "1", "TF_CONFIG": TF_CONFIG, "DLPERF_JOB": "j-1", "HOME": "/root", "SECRET_TOKEN": "x"}
+COMMAND = [sys.executable, "-m", "pytest_dlperf.cores.torch_ddp", "/tmp/a b/config.json", "/tmp/r'1.json"]
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("node1", Host("node1")),
+    ("node-1.cluster.example.org", Host("node-1.cluster.example.org")),
+    ("10.0.0.7 slots=4", Host("10.0.0.7", slots=4)),
+    ("ubuntu@ip-10-0-0-219", Host("ip-10-0-0-219", user="ubuntu")),
+    ("fe80::1", Host("fe80::1")),
+])
+def test_valid_hosts_are_parsed(text, expected):
+    assert validate_host(text) == expected
+
+
+@pytest.mark.parametrize("text,problem", [
+    ("node1;reboot", "neither an IP address nor a DNS host name"),
+    ("node1;rm -rf /", "not understood"),
+    ("$(reboot)", "neither"),
+    ("`id`", "neither"),
+    ("-oProxyCommand=touch_pwned", "starts with '-'"),
+    ("node1 slots=0", "slots=N"),
+    ("node1 extra", "not understood"),
+    ("bad user@node1", "not understood"),
+    ("r$oot@node1", "not a valid login name"),
+    ("node_1", "neither"),
+    ("a" * 300, "neither"),
+])
+def test_unsafe_or_malformed_hosts_are_rejected(text, problem):
+    with pytest.raises(HostfileError, match=re.escape(problem)):
+        validate_host(text)
+
+
+def test_hostfile_skips_comments_and_names_the_bad_line(tmp_path):
+    good = tmp_path / "hosts"
+    good.write_text("# workers\nnode1 slots=2\n\n10.0.0.2  # second\n", encoding="utf-8")
+    assert read_hostfile(good) == [Host("node1", slots=2), Host("10.0.0.2")]
+    bad = tmp_path / "bad"
+    bad.write_text("node1\nnode2 && curl evil\n", encoding="utf-8")
+    with pytest.raises(HostfileError, match=r"bad:2: .*not understood"):
+        read_hostfile(bad)
+    empty = tmp_path / "empty"
+    empty.write_text("# nothing\n", encoding="utf-8")
+    with pytest.raises(HostfileError, match="lists no hosts"):
+        read_hostfile(empty)
+    with pytest.raises(HostfileError, match="cannot read hostfile"):
+        read_hostfile(tmp_path / "missing")
+
+
+def test_slots_are_filled_in_order_then_wrap():
+    hosts = [Host("a", slots=2), Host("b")]
+    assert [h.address for h in launchers.slot_hosts(hosts, 5)] == ["a", "a", "b", "a", "a"]
+
+
+def test_local_and_netns_argv():
+    assert launchers.LocalLauncher().argv(0, COMMAND, ENV) == COMMAND
+    netns = launchers.NetnsLauncher(["ns0", "ns1"], ["10.77.0.1", "10.77.0.2"])
+    assert netns.argv(1, COMMAND, ENV) == ["ip", "netns", "exec", "ns1", *COMMAND]
+    assert netns.address(1) == "10.77.0.2"
+
+
+def test_ssh_quotes_every_remote_word_and_forwards_only_job_variables():
+    ssh = launchers.SshLauncher([Host("node1", user="ubuntu"), Host("node2")], workdir="/srv/my job")
+    argv = ssh.argv(1, COMMAND, ENV)
+    assert isinstance(argv, list) and argv[0] == "ssh" and "node2" in argv
+    assert argv[argv.index("--") - 1] == "node2"
+    remote = argv[-1]
+    assert "SECRET_TOKEN" not in remote and "HOME=" not in remote
+    prefix, _, command = remote.partition(" && ")
+    assert shlex.split(prefix) == ["cd", "/srv/my job"]
+    assert shlex.split(command) == ["env", "RANK=1", f"TF_CONFIG={TF_CONFIG}", "DLPERF_JOB=j-1", *COMMAND]
+    assert ssh.argv(0, COMMAND, ENV)[argv.index("--") - 1] == "ubuntu@node1"
+
+
+def test_ssh_remote_command_survives_a_real_shell(tmp_path):
+    """What sshd does with the remote string: hand it to the login shell. The words must arrive intact."""
+    ssh = launchers.SshLauncher([Host("node1")])
+    probe = [sys.executable, "-c", "import json, os, sys; print(json.dumps([sys.argv[1:], os.environ['TF_CONFIG']]))",
+             "a b", "$(touch pwned)", "'; touch pwned2; '"]
+    remote = ssh.argv(0, probe, ENV)[-1]
+    out = subprocess.run(["sh", "-c", remote], capture_output=True, text=True, cwd=tmp_path, check=True).stdout
+    args, tf_config = json.loads(out)
+    assert args == probe[3:] and tf_config == TF_CONFIG
+    assert not list(tmp_path.iterdir()), "the shell executed part of an argument"
+
+
+def test_mpirun_and_srun_argv_use_env_not_a_shell():
+    hosts = [Host("node1"), Host("node2")]
+    mpi = launchers.MpiLauncher(hosts).argv(1, COMMAND, ENV)
+    assert mpi[:5] == ["mpirun", "-np", "1", "--host", "node2"]
+    assert mpi[5] == "env" and f"TF_CONFIG={TF_CONFIG}" in mpi and mpi[-len(COMMAND):] == COMMAND
+    srun = launchers.SlurmLauncher(hosts).argv(0, COMMAND, ENV)
+    assert srun[:4] == ["srun", "--nodes=1", "--ntasks=1", "--nodelist=node1"]
+    assert "env" in srun and srun[-len(COMMAND):] == COMMAND
+    for argv in (mpi, srun):
+        assert "sh" not in argv and "-c" not in argv[:argv.index("env")]
+
+
+def test_bad_environment_names_are_refused():
+    with pytest.raises(ValueError, match="not valid"):
+        launchers.MpiLauncher([Host("n")]).argv(0, COMMAND, {"DLPERF_X; rm": "1"})
+
+
+def test_make_launcher_names_the_problem(tmp_path):
+    with pytest.raises(ValueError, match="use one of: local, ssh, mpi, slurm, netns"):
+        launchers.make_launcher("yarn")
+    with pytest.raises(ValueError, match="needs a hostfile"):
+        launchers.make_launcher("ssh")
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("node1\nnode2\n", encoding="utf-8")
+    ssh = launchers.make_launcher("ssh", hostfile)
+    assert isinstance(ssh, launchers.SshLauncher) and ssh.address(1) == "node2"
+    assert isinstance(launchers.make_launcher("local"), launchers.LocalLauncher)
+
+
+def test_missing_tools_are_reported(monkeypatch):
+    monkeypatch.setattr(launchers.shutil, "which", lambda name: None)
+    assert "openmpi" in launchers.MpiLauncher([Host("n")]).missing()
+    assert "Slurm" in launchers.SlurmLauncher([Host("n")]).missing()
+    assert "ssh client" in launchers.SshLauncher([Host("n")]).missing()
