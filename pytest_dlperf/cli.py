@@ -11,6 +11,7 @@ Exit codes: 0 fine, 1 ``compare`` found a metric worse than the threshold, 2 bad
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -108,7 +109,14 @@ def summary_markdown(tests: Sequence[TestRecord]) -> str:
 
 
 def cmd_summary(args: argparse.Namespace, out: TextIO) -> int:
-    text = summary_markdown(read_reports(args.reports))
+    reports = list(args.reports)
+    absent = [r for r in reports if args.skip_missing and not os.path.exists(r)]
+    reports = [r for r in reports if r not in absent]
+    if not reports:
+        raise ReportError(f"none of the reports exist: {', '.join(absent)}")
+    text = summary_markdown(read_reports(reports))
+    if absent:
+        text += "\nNot run (no report): " + ", ".join(f"`{os.path.basename(r)}`" for r in absent) + "\n"
     if args.output:
         with open(args.output, "a", encoding="utf-8") as fh:
             fh.write(text)
@@ -226,6 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("summary", help="Markdown summary (for $GITHUB_STEP_SUMMARY)")
     p.add_argument("reports", metavar="REPORT.xml", nargs="+")
     p.add_argument("--output", "-o", metavar="FILE", help="append to FILE instead of printing")
+    p.add_argument("--skip-missing", action="store_true",
+                   help="list reports that do not exist as not run instead of failing")
     p.set_defaults(func=cmd_summary)
 
     p = sub.add_parser("compare", help="compare two reports metric by metric; exit 1 if one got worse")

@@ -85,7 +85,11 @@ class TorchTrainingLoop:
         dynamic = fp16 and scenario.loss_scale == "dynamic"
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=dynamic) if dynamic else None
         self.static_scale = float(scenario.loss_scale) if fp16 and not dynamic else None
-        self.skipped = 0
+        # Steps skipped by loss scaling = steps tried - optimizer steps taken; counted by a
+        # post-step hook rather than reading the scale each step, which would sync the device.
+        self._attempted = 0
+        self._applied = 0
+        self.optimizer.register_step_post_hook(self._count_applied)
         self.memory_format = torch.channels_last if scenario.uses_channels_last else torch.contiguous_format
         #: Real data: batches from the scenario's DataLoader, fetched inside ``step()`` and so timed with it.
         self.loader: Iterator[tuple[torch.Tensor, torch.Tensor]] | None = None
@@ -141,20 +145,15 @@ class TorchTrainingLoop:
                             enabled=self.autocast_dtype is not None):
             loss = self.criterion(self.model(x), y)
         if self.scaler is not None:
-            before = self.scaler.get_scale()
             self.scaler.scale(loss).backward()
-            self.scaler.step(self.optimizer)
+            self.scaler.step(self.optimizer)  # skips optimizer.step() when a gradient overflowed
             self.scaler.update()
-            if self.scaler.get_scale() < before:
-                self.skipped += 1
         elif self.static_scale is not None:
             (loss * self.static_scale).backward()
             grads = [p.grad for p in self.model.parameters() if p.grad is not None]
             torch._foreach_mul_(grads, 1.0 / self.static_scale)
             if bool(torch.isfinite(torch.stack(torch._foreach_norm(grads))).all()):
                 self.optimizer.step()
-            else:
-                self.skipped += 1
         else:
             loss.backward()
             self.optimizer.step()
@@ -173,7 +172,7 @@ class TorchTrainingLoop:
         return self.static_scale
 
     def skipped_steps(self) -> int:
-        return self.skipped
+        return self._attempted - self._applied
 
     def peak_device_memory(self) -> int | None:
         return int(torch.cuda.max_memory_allocated()) if self.device.type == "cuda" else None
