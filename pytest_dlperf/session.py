@@ -109,13 +109,18 @@ class DlperfRun:
             props.append((f"dlperf.{result.label}.{metric.name}.iqr", f"{s.iqr:.6g}"))
             props.append((f"dlperf.{result.label}.{metric.name}.n", str(s.n)))
             props.append((f"dlperf.{result.label}.{metric.name}.unit", metric.unit))
+            props.append((f"dlperf.{result.label}.{metric.name}.direction", metric.direction))
         return result
 
     def metric(self, label: str, name: str, samples: Sequence[float], unit: str, direction: str = HIGHER) -> Metric:
         """A derived figure (a speedup, a scaling efficiency) checked with the others by ``check``."""
         metric = metric_from(name, samples, unit, direction)
         self._derived.append((label, metric))
-        self._item.user_properties.append((f"dlperf.{label}.{name}", f"{metric.value:.6g}"))
+        props = self._item.user_properties
+        props.append((f"dlperf.{label}.{name}", f"{metric.value:.6g}"))
+        props.append((f"dlperf.{label}.{name}.iqr", f"{metric.summary.iqr:.6g}"))
+        props.append((f"dlperf.{label}.{name}.unit", unit))
+        props.append((f"dlperf.{label}.{name}.direction", direction))
         return metric
 
     def check(self, *results: TrainingResult, tolerance: float | None = None) -> list[Verdict]:
