@@ -36,7 +36,7 @@ from .. import distributed as dist_util
 def tiny_cnn(num_classes: int) -> gluon.nn.HybridSequential:
     net = gluon.nn.HybridSequential()
     net.add(gluon.nn.Conv2D(8, 3, padding=1, activation="relu"), gluon.nn.MaxPool2D(2),
-            gluon.nn.Conv2D(16, 3, padding=1, activation="relu"), gluon.nn.GlobalAvgPool2D(),
+            gluon.nn.Conv2D(16, 3, padding=1, activation="relu"), gluon.nn.MaxPool2D(2),
             gluon.nn.Flatten(), gluon.nn.Dense(num_classes))
     return net
 

@@ -36,7 +36,8 @@ def tiny_cnn(num_classes: int, size: int) -> keras.Model:
     return keras.Sequential([
         keras.Input((size, size, 3)),
         keras.layers.Conv2D(8, 3, padding="same", activation="relu"), keras.layers.MaxPooling2D(2),
-        keras.layers.Conv2D(16, 3, padding="same", activation="relu"), keras.layers.GlobalAveragePooling2D(),
+        keras.layers.Conv2D(16, 3, padding="same", activation="relu"), keras.layers.MaxPooling2D(2),
+        keras.layers.Flatten(),
         keras.layers.Dense(num_classes),
     ])
 

@@ -32,11 +32,11 @@ import torch
 from .. import distributed as dist_util
 
 
-def tiny_cnn(num_classes: int) -> torch.nn.Module:
+def tiny_cnn(num_classes: int, image_size: int) -> torch.nn.Module:
     return torch.nn.Sequential(
         torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
-        torch.nn.Flatten(), torch.nn.Linear(16, num_classes),
+        torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(), torch.nn.Linear(16 * (image_size // 4) ** 2, num_classes),
     )
 
 
@@ -110,7 +110,7 @@ def main(argv: list[str]) -> int:
     scenario = dist_util.scenario_of(config, total, "torch")
     torch.manual_seed(scenario.seed)
     if config["model"] == "tiny_cnn":
-        model: torch.nn.Module = tiny_cnn(scenario.num_classes).to(device)
+        model: torch.nn.Module = tiny_cnn(scenario.num_classes, scenario.image_size).to(device)
     else:
         import torchvision
 
