@@ -36,7 +36,8 @@ ACCURACY_MARGIN = 0.15
 #: Above chance (10 classes) by a wide margin: the single worker really learned.
 MIN_TOP1 = 0.5
 #: 2 ranks x 1 thread on a 2-core machine, loopback or veth: at least this weak-scaling efficiency.
-MIN_EFFICIENCY = {"loopback": 0.3, "netns": 0.3, "netns_limited": 0.0}
+#: Under the rate limit the efficiency is whatever the limit makes it: that case asserts the limit itself instead.
+MIN_EFFICIENCY = {"loopback": 0.3, "netns": 0.3}
 RATE = "1gbit"
 TIMEOUT = 240.0
 
@@ -85,7 +86,7 @@ NETWORK_PARAMS = [
 def test_two_workers_scale_and_keep_accuracy(dlperf, single_worker, network, tmp_path):
     one_job, one = single_worker
     try:
-        with dist.network(network, hosts=2, rate=RATE) as launcher:
+        with dist.network(network, hosts=2, rate=RATE, launcher=dlperf.launcher()) as launcher:
             two_job, two = run(2, SCALING, launcher, label=f"mwms2-{network}", tmp_path=tmp_path)
     except dist.NetworkUnavailable as exc:
         pytest.skip(str(exc))
@@ -107,7 +108,8 @@ def test_two_workers_scale_and_keep_accuracy(dlperf, single_worker, network, tmp
     assert acc1["top1"] >= MIN_TOP1, f"the single worker did not learn: {summary}"
     assert acc2["top1"] >= acc1["top1"] - ACCURACY_MARGIN, f"2-worker top-1 below the margin {ACCURACY_MARGIN}: {summary}"
     assert acc2["top5"] >= acc1["top5"] - ACCURACY_MARGIN, f"2-worker top-5 below the margin {ACCURACY_MARGIN}: {summary}"
-    assert efficiency >= MIN_EFFICIENCY[network], f"scaling efficiency below {MIN_EFFICIENCY[network]}: {summary}"
+    if network in MIN_EFFICIENCY:
+        assert efficiency >= MIN_EFFICIENCY[network], f"scaling efficiency below {MIN_EFFICIENCY[network]}: {summary}"
     if network == "netns_limited":
         # the limit is real: each worker sends at least one gradient's bytes per step (ring all-reduce of 2)
         floor = dist.param_bytes(two.workers[0]["params"]) * 8 / rate_bits_per_second(RATE)

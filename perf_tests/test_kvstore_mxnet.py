@@ -42,7 +42,8 @@ SCALING = dict(model="resnet18_v1", batch_size=16, image_size=32, num_classes=10
                train_samples=1024, val_samples=512, noise=2.0, epochs=2, warmup_steps=2, rounds=4, threads=1)
 ACCURACY_MARGIN = 0.15
 MIN_TOP1 = 0.5
-MIN_EFFICIENCY = {"loopback": 0.25, "netns": 0.25, "netns_limited": 0.0}
+#: Under the rate limit the efficiency is whatever the limit makes it: that case asserts the limit itself instead.
+MIN_EFFICIENCY = {"loopback": 0.25, "netns": 0.25}
 RATE = "1gbit"
 TIMEOUT = 240.0
 
@@ -135,7 +136,7 @@ NETWORK_PARAMS = [
 def test_two_workers_scale_and_keep_accuracy(dlperf, single_worker, network, tmp_path):
     one_job, one = single_worker
     try:
-        with dist.network(network, hosts=2, rate=RATE) as launcher:
+        with dist.network(network, hosts=2, rate=RATE, launcher=dlperf.launcher()) as launcher:
             two_job, two = run(2, dict(SCALING, kvstore="dist_sync"), launcher, label=f"dist_sync-{network}",
                                tmp_path=tmp_path)
     except dist.NetworkUnavailable as exc:
@@ -157,7 +158,8 @@ def test_two_workers_scale_and_keep_accuracy(dlperf, single_worker, network, tmp
     assert acc1["top1"] >= MIN_TOP1, f"the single worker did not learn: {summary}"
     assert acc2["top1"] >= acc1["top1"] - ACCURACY_MARGIN, f"2-worker top-1 below the margin {ACCURACY_MARGIN}: {summary}"
     assert acc2["top5"] >= acc1["top5"] - ACCURACY_MARGIN, f"2-worker top-5 below the margin {ACCURACY_MARGIN}: {summary}"
-    assert efficiency >= MIN_EFFICIENCY[network], f"scaling efficiency below {MIN_EFFICIENCY[network]}: {summary}"
+    if network in MIN_EFFICIENCY:
+        assert efficiency >= MIN_EFFICIENCY[network], f"scaling efficiency below {MIN_EFFICIENCY[network]}: {summary}"
     if network == "netns_limited":
         # worker 1 pushes a whole gradient through its rate-limited veth every step
         floor = dist.param_bytes(two.workers[0]["params"]) * 8 / rate_bits_per_second(RATE)

@@ -55,6 +55,13 @@ def entry_key(nodeid: str, label: str, profile: str) -> str:
     return f"{nodeid}::{label}@{profile}"
 
 
+def split_entry_key(key: str) -> tuple[str, str, str]:
+    """(node id, run label, profile) of an entry key."""
+    rest, _, profile = key.rpartition("@")
+    nodeid, _, label = rest.rpartition("::")
+    return nodeid, label, profile
+
+
 def record_for(metric: Metric, software: Mapping[str, Any]) -> dict[str, Any]:
     s = summarize(metric.samples)
     return {
@@ -169,6 +176,9 @@ class BaselineStore:
                 data = self._read(path)
                 if data is not None:
                     self._files.setdefault(path.stem, data["entries"])
+
+    def keys(self, hardware_key: str) -> list[str]:
+        return sorted(self.entries(hardware_key))
 
     def lookup(self, hardware_key: str, key: str, metric: str) -> Baseline | None:
         rec = self.entries(hardware_key).get(key, {}).get(metric)

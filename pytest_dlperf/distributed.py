@@ -515,10 +515,13 @@ class NetworkUnavailable(RuntimeError):
 
 
 @contextmanager
-def network(kind: str, hosts: int, rate: str = "1gbit") -> Iterator[Launcher]:
-    """A launcher for ``kind``; netns namespaces exist only inside the ``with`` block."""
+def network(kind: str, hosts: int, rate: str = "1gbit", launcher: Launcher | None = None) -> Iterator[Launcher]:
+    """A launcher for ``kind``; netns namespaces exist only inside the ``with`` block.
+
+    ``loopback`` means the user's launcher (``--dlperf-launcher``: local by default).
+    """
     if kind == "loopback":
-        yield LocalLauncher()
+        yield launcher or LocalLauncher()
         return
     if kind not in NETWORKS:
         raise ValueError(f"network {kind!r}: use one of {', '.join(NETWORKS)}")

@@ -28,6 +28,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    state = config.stash[SESSION_KEY]
+    state.collected = {item.nodeid for item in items}
+    state.filtered = bool(config.option.keyword or config.option.markexpr or config.getoption("deselect")
+                          or any(not Path(arg.split("::")[0]).is_dir() for arg in config.args))
     for item in items:
         for reason in markers.validate(item):
             item.add_marker(pytest.mark.skip(reason=reason))
@@ -59,8 +63,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     for line in report.table(state.verdicts):
         tr.write_line(line)
     tr.write_line("")
-    tr.write_line(report.counts_line(state.verdicts, state.written))
-    for line in report.missing_lines(state.verdicts):
+    tr.write_line(report.counts_line(state.verdicts, state.written, state.unused()))
+    for line in report.missing_lines(state.verdicts) + report.unused_lines(state.unused()):
         tr.write_line(line)
     if any(v.status == IMPROVEMENT for v in state.verdicts):
         tr.write_line("Improvements beyond the tolerance: refresh with --update-baselines to keep them.")

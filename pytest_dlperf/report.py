@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from .verdict import IMPROVEMENT, MISSING, REGRESSION, UPDATED, Verdict
 
@@ -34,11 +34,13 @@ def table(verdicts: Iterable[Verdict]) -> list[str]:
     return [fmt.format(*HEADER), fmt.format(*("-" * w for w in widths))] + [fmt.format(*r) for r in body]
 
 
-def counts_line(verdicts: list[Verdict], written: list[Path]) -> str:
+def counts_line(verdicts: list[Verdict], written: list[Path], unused: Sequence[str] = ()) -> str:
     c = Counter(v.status for v in verdicts)
     compared = len(verdicts) - c[MISSING] - c[UPDATED]
     parts = [f"{compared} metrics compared with baselines", f"{c[REGRESSION]} regressions",
              f"{c[IMPROVEMENT]} improvements", f"{c[MISSING]} missing baselines"]
+    if unused:
+        parts.append(f"{len(unused)} unused baselines")
     if c[UPDATED]:
         parts.append(f"{c[UPDATED]} baselines written to {', '.join(str(p) for p in written) or '(nothing)'}")
     return ". ".join(parts) + "."
@@ -50,3 +52,9 @@ def missing_lines(verdicts: list[Verdict]) -> list[str]:
         return []
     return ["No baseline on this machine for: " + ", ".join(missing),
             "Record them with: pytest --update-baselines (then commit baselines/)"]
+
+
+def unused_lines(unused: list[str]) -> list[str]:
+    if not unused:
+        return []
+    return ["Baselines of tests that no longer exist (remove them from baselines/): " + ", ".join(unused)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Any, Sequence
 import pytest
 
 from . import markers
-from .baselines import BaselineFileError, BaselineStore, entry_key
+from .baselines import BaselineFileError, BaselineStore, entry_key, split_entry_key
 from .profiles import scenario_for
 from .result import HIGHER, Metric, TrainingResult, metric_from
 from .runner import ScenarioFailed, run_scenario
@@ -40,6 +41,8 @@ class DlperfSession:
         self.store = BaselineStore(settings.baseline_dir)
         self.verdicts: list[Verdict] = []
         self.written: list[Path] = []
+        self.collected: set[str] = set()
+        self.filtered = False
 
     def start(self) -> None:
         try:
@@ -50,6 +53,15 @@ class DlperfSession:
     def finish(self) -> None:
         if self.settings.update and self.store.staged_count:
             self.written = self.store.flush()
+
+    def unused(self) -> list[str]:
+        """Entries of this run's machines and profile whose test no longer exists (unfiltered runs only)."""
+        if self.filtered:
+            return []
+        hardware = {v.hardware for v in self.verdicts if v.hardware}
+        return [key for hw in sorted(hardware) for key in self.store.keys(hw)
+                if split_entry_key(key)[2] == self.settings.profile
+                and split_entry_key(key)[0] not in self.collected]
 
     def progress_sink(self) -> Any:
         stream = sys.__stdout__
@@ -88,6 +100,13 @@ class DlperfRun:
             return scenario_for(self.profile, framework, model, **overrides)
         except ScenarioError as exc:
             pytest.fail(f"{self._item.nodeid}: bad scenario: {exc}", pytrace=False)
+
+    def launcher(self) -> Any:
+        """The launcher the user chose (``--dlperf-launcher``) for distributed jobs' ranks."""
+        from .launchers import make_launcher
+
+        settings = self._session.settings
+        return make_launcher(settings.launcher, settings.hostfile)
 
     def run(self, scenario: Scenario) -> TrainingResult:
         """Train ``scenario`` in a child process; a crash or hang fails this test only."""
@@ -151,6 +170,7 @@ class DlperfRun:
                 metric_tol = max(tol, MEMORY_TOLERANCE) if "memory" in metric.name else tol
                 baseline = self._session.store.lookup(hw, key, metric.name)
                 verdict = compare(nodeid, label, metric, baseline, metric_tol, software)
+            verdict = dataclasses.replace(verdict, hardware=hw)
             verdicts.append(verdict)
             self._item.user_properties.append((f"dlperf.{label}.{metric.name}.verdict", verdict.status))
             if verdict.baseline is not None:

@@ -46,6 +46,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _launcher(text: str) -> str:
+    from .launchers import LAUNCHERS
+
+    choices = [name for name in LAUNCHERS if name != "netns"]
+    if text not in choices:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a launcher; use one of: {', '.join(choices)} "
+                                         "(netns hosts are made by the tests that need them)")
+    return text
+
+
 def _profile(text: str) -> str:
     if text not in ("auto", *PROFILES):
         raise argparse.ArgumentTypeError(f"{text!r} is not a profile; use auto, {', '.join(PROFILES)}")
@@ -64,6 +74,11 @@ OPTIONS: list[tuple[str, str, str, Callable[[str], Any], str]] = [
      f"(default {DEFAULT_TOLERANCE['smoke']} for smoke, {DEFAULT_TOLERANCE['full']} for full)"),
     ("--dlperf-rounds", "dlperf_rounds", "dlperf_rounds", _positive_int,
      "timed rounds per scenario, after warm-up (default: the profile's)"),
+    ("--dlperf-launcher", "dlperf_launcher", "dlperf_launcher", _launcher,
+     "where distributed jobs run their ranks: local (default), ssh, mpi (mpirun) or slurm (srun); "
+     "the last three read --dlperf-hostfile"),
+    ("--dlperf-hostfile", "dlperf_hostfile", "dlperf_hostfile", str,
+     "hosts for the ssh/mpi/slurm launchers: one [user@]host[:port] [slots=N] per line"),
     ("--dlperf-timeout", "dlperf_timeout", "dlperf_timeout", _positive_float,
      "seconds one scenario may run before its child is killed "
      f"(default {DEFAULT_TIMEOUT['smoke']:g} smoke, {DEFAULT_TIMEOUT['full']:g} full)"),
@@ -87,6 +102,8 @@ class Settings(NamedTuple):
     tolerance: float
     rounds: int | None
     timeout: float
+    launcher: str
+    hostfile: Path | None
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> "Settings":
@@ -112,7 +129,23 @@ class Settings(NamedTuple):
             baseline_dir = Path(config.rootpath) / baseline_dir
         if baseline_dir.exists() and not baseline_dir.is_dir():
             raise pytest.UsageError(f"--baseline-dir {baseline_dir} is a file; give a folder")
+        launcher = values["dlperf_launcher"] or "local"
+        hostfile = Path(values["dlperf_hostfile"]) if values["dlperf_hostfile"] else None
+        if hostfile is not None and not hostfile.is_absolute():
+            hostfile = Path(config.rootpath) / hostfile
+        if launcher != "local":
+            from .launchers import HostfileError, read_hostfile
+
+            if hostfile is None:
+                raise pytest.UsageError(f"--dlperf-launcher {launcher} needs --dlperf-hostfile PATH "
+                                        "(one [user@]host[:port] per line)")
+            try:
+                read_hostfile(hostfile)
+            except (HostfileError, OSError) as exc:
+                raise pytest.UsageError(f"--dlperf-hostfile {hostfile}: {exc}") from None
         return cls(
+            launcher=launcher,
+            hostfile=hostfile,
             update=bool(config.getoption("dlperf_update")),
             baseline_dir=baseline_dir,
             profile=profile,

@@ -37,6 +37,8 @@ class Verdict:
     status: str
     p_value: float | None = None
     software_note: str = ""
+    #: The baseline file (hardware key) the figure belongs to.
+    hardware: str = ""
 
     @property
     def delta(self) -> float | None:

@@ -180,7 +180,7 @@ def test_update_then_compare_round_trip(pytester: pytest.Pytester) -> None:
     # Compared now (the verdict itself depends on this machine's noise; tests below force one).
     result = run(pytester)
     result.stdout.fnmatch_lines(["test_train::fp32*throughput*samples/s*[0-9]*%*",
-                                 "3 metrics compared with baselines.*0 missing baselines."])
+                                 "3 metrics compared with baselines.*0 missing baselines. 1 unused baselines."])
 
 
 @pytest.mark.framework("torch")
@@ -306,3 +306,15 @@ def test_bad_scenario_setting_is_a_usage_error(pytester: pytest.Pytester) -> Non
     result = run(pytester)
     result.stdout.fnmatch_lines(["*bad scenario: precision='fp8' is not supported; use one of: fp32, tf32*"])
     assert result.ret != pytest.ExitCode.OK
+
+
+@pytest.mark.framework("torch")
+def test_unused_baselines_are_counted_on_unfiltered_runs_only(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_train=TRAIN_TEST)
+    write_baseline(pytester, {"test_gone.py::test_removed::fp32@smoke": {"throughput": record(5.0)},
+                              "test_gone.py::test_removed::fp32@full": {"throughput": record(5.0)}})
+    result = run(pytester)
+    result.stdout.fnmatch_lines(["*1 unused baselines*",
+                                 "Baselines of tests that no longer exist *: test_gone.py::test_removed::fp32@smoke"])
+    result = run(pytester, "-k", "train")
+    assert "unused baselines" not in result.stdout.str()

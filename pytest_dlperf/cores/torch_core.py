@@ -134,7 +134,11 @@ class TorchTrainingLoop:
         total = counter.get_total_flops()
         return float(total) if total else None
 
+    def _count_applied(self, *_: Any) -> None:
+        self._applied += 1
+
     def step(self) -> torch.Tensor:
+        self._attempted += 1
         if self.loader is not None:
             x, y = self._to_device(next(self.loader))
         else:
