@@ -23,12 +23,10 @@ the samples/s of each worker and the validation accuracy (1 worker: 350 samples/
 from __future__ import annotations
 
 import importlib.util
-import statistics
-
 import pytest
 
 from pytest_dlperf import distributed as dist
-from pytest_dlperf.netns import rate_bits_per_second
+from pytest_dlperf.scaling import ScalingClaim, check_two_workers
 
 pytestmark = pytest.mark.framework("mxnet")
 
@@ -42,9 +40,10 @@ SCALING = dict(model="resnet18_v1", batch_size=16, image_size=32, num_classes=10
                train_samples=1024, val_samples=512, noise=2.0, epochs=2, warmup_steps=2, rounds=4, threads=1)
 ACCURACY_MARGIN = 0.15
 MIN_TOP1 = 0.5
-#: Under the rate limit the efficiency is whatever the limit makes it: that case asserts the limit itself instead.
 MIN_EFFICIENCY = {"loopback": 0.25, "netns": 0.25}
 RATE = "1gbit"
+CLAIM = ScalingClaim(min_efficiency=MIN_EFFICIENCY, accuracy_margin=ACCURACY_MARGIN, min_top1=MIN_TOP1,
+                     rate=RATE)
 TIMEOUT = 240.0
 
 
@@ -141,27 +140,4 @@ def test_two_workers_scale_and_keep_accuracy(dlperf, single_worker, network, tmp
                                tmp_path=tmp_path)
     except dist.NetworkUnavailable as exc:
         pytest.skip(str(exc))
-    single = dist.as_training_result(one_job, one, "single_worker")
-    pair = dist.as_training_result(two_job, two, f"two_workers_{network}")
-    base = statistics.median(one.workers[0]["throughput"])
-    per_worker = [statistics.median(w["throughput"]) for w in two.workers]
-    efficiency = dist.scaling_efficiency(base, per_worker)
-    rounds = zip(*[w["throughput"] for w in two.workers])
-    dlperf.metric(f"two_workers_{network}", "scaling_efficiency", [sum(r) / (2 * base) for r in rounds], "x")
-    dlperf.check(single, pair)
-
-    acc1, acc2 = one.workers[0]["accuracy"], two.workers[0]["accuracy"]
-    summary = (f"{network}: 1 worker {base:.1f} samples/s, 2 workers {per_worker} samples/s each, efficiency "
-               f"{efficiency:.2f}; top-1 {acc1['top1']:.3f} -> {acc2['top1']:.3f}, top-5 {acc1['top5']:.3f} -> "
-               f"{acc2['top5']:.3f}; wall {one.wall_seconds:.1f} s vs {two.wall_seconds:.1f} s")
-    print(summary)
-    assert acc1["top1"] >= MIN_TOP1, f"the single worker did not learn: {summary}"
-    assert acc2["top1"] >= acc1["top1"] - ACCURACY_MARGIN, f"2-worker top-1 below the margin {ACCURACY_MARGIN}: {summary}"
-    assert acc2["top5"] >= acc1["top5"] - ACCURACY_MARGIN, f"2-worker top-5 below the margin {ACCURACY_MARGIN}: {summary}"
-    if network in MIN_EFFICIENCY:
-        assert efficiency >= MIN_EFFICIENCY[network], f"scaling efficiency below {MIN_EFFICIENCY[network]}: {summary}"
-    if network == "netns_limited":
-        # worker 1 pushes a whole gradient through its rate-limited veth every step
-        floor = dist.param_bytes(two.workers[0]["params"]) * 8 / rate_bits_per_second(RATE)
-        step = SCALING["batch_size"] / min(per_worker)
-        assert step >= 0.8 * floor, f"step {step:.3f} s is faster than {RATE} allows ({floor:.3f} s): {summary}"
+    check_two_workers(dlperf, CLAIM, network, SCALING["batch_size"], (one_job, one), (two_job, two))
