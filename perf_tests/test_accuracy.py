@@ -10,23 +10,21 @@ better), so a change that keeps the speed but breaks learning fails.
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from pytest_dlperf.datasets import FRAMEWORK_FORMATS, ImageSetSpec, ensure_image_set
-from pytest_dlperf.worker import CORES
+from pytest_dlperf.worker import ACCURACY, REAL_DATA, missing_capability
 
-#: Chance is 0.10 top-1 and 0.50 top-5 on 10 classes; a core that learns clears these in the steps below.
-MIN_TOP1 = 0.50
-MIN_TOP5 = 0.90
+#: Chance is 0.10 top-1 and 0.50 top-5 on 10 classes; a core that learns clears these in the steps below
+#: (all three reach 1.00 here), one that does not stays near chance.
+MIN_TOP1 = 0.80
+MIN_TOP5 = 0.95
 SPEC = ImageSetSpec(num_classes=10, train_per_class=160, val_per_class=40, image_size=64)
-#: Bounded training: 4 warm-up + 3 x 8 timed steps of 16 images (672 images, under half an epoch).
-SMOKE = dict(image_size=32, batch_size=16, warmup_steps=4, rounds=3, steps_per_round=8, lr=0.02, loader_workers=0)
-#: How each core reports accuracy, for the skip message until it does.
-HOOK = ("after measure(), evaluate on loaders.<fw>_loader.eval_batches(scenario) and "
-        "metrics.update(loaders.accuracy_metrics(((logits, labels) as numpy), scenario.num_classes))")
+#: Bounded training: 4 warm-up + 3 x 8 timed steps of 16 images (448 images, under a third of the 1600-image epoch).
+#: lr 0.005, the same for every framework: at 0.02 MXNet's loss jumps between steps and its BatchNorm
+#: moving statistics (which MXNet updates in the backward pass) lag the weights, leaving eval-mode
+#: predictions at chance while train-mode ones are right.
+SMOKE = dict(image_size=32, batch_size=16, warmup_steps=4, rounds=3, steps_per_round=8, lr=0.005, loader_workers=0)
 
 FRAMEWORKS = [pytest.param(fw, marks=pytest.mark.framework(fw), id=fw) for fw in ("torch", "tensorflow", "mxnet")]
 
@@ -38,17 +36,17 @@ def data_root(tmp_path_factory):
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_core_reaches_stated_accuracy_on_suite_data(dlperf, framework, data_root):
-    spec = importlib.util.find_spec(CORES[framework])
-    if spec is None or "accuracy_metrics" not in Path(spec.origin or "").read_text(encoding="utf-8"):
-        pytest.skip(f"the {framework} core does not report accuracy yet; hook: {HOOK}")
+    reason = missing_capability(framework, REAL_DATA) or missing_capability(framework, ACCURACY)
+    if reason:
+        pytest.skip(f"{reason}: no accuracy on the suite's data set can be measured")
     data = FRAMEWORK_FORMATS[framework]
     data_dir = ensure_image_set(data_root, SPEC, formats=(data,))
     shapes = SMOKE if dlperf.profile == "smoke" else {}
     s = dlperf.scenario(framework, "resnet18", num_classes=SPEC.num_classes, data=data, data_dir=str(data_dir),
                         label="train_and_eval", **shapes)
     r = dlperf.run(s)
-    if "accuracy_top1" not in r.metrics:
-        pytest.skip(f"the {framework} core does not report accuracy yet; hook: {HOOK}")
+    assert "accuracy_top1" in r.metrics, (
+        f"the {framework} core is listed with {ACCURACY!r} in worker.CAPABILITIES but reported no accuracy_top1")
     dlperf.check(r)
 
     top1, top5 = r.metric("accuracy_top1").value, r.metric("accuracy_top5").value

@@ -24,8 +24,31 @@ CORES = {
     "tensorflow": "pytest_dlperf.cores.tf_core",
     "mxnet": "pytest_dlperf.cores.mxnet_core",
 }
+#: A core trains from ``scenario.data`` through its framework's loader (``pytest_dlperf.loaders``)
+#: and records ``details["input_pipeline"]``.
+REAL_DATA = "real_data"
+#: A core reports ``accuracy_top1``/``accuracy_top5`` on the validation split after training on real data.
+ACCURACY = "accuracy"
+#: A core reports accuracy after synthetic-data runs too (on held-out synthetic images).
+SYNTHETIC_ACCURACY = "synthetic_accuracy"
+#: What each core can do beyond timing synthetic-data training. Tests read this (the parent
+#: never imports a framework) to skip a case its core cannot run; a core listed here that
+#: then does not deliver fails the test instead.
+CAPABILITIES: dict[str, frozenset[str]] = {
+    "torch": frozenset({REAL_DATA, ACCURACY}),
+    "tensorflow": frozenset({REAL_DATA, ACCURACY, SYNTHETIC_ACCURACY}),
+    "mxnet": frozenset({REAL_DATA, ACCURACY, SYNTHETIC_ACCURACY}),
+}
 EXIT_ERROR = 3
 PROGRESS_PREFIX = "[dlperf] "
+
+
+def missing_capability(framework: str, capability: str) -> str | None:
+    """Why ``framework``'s core cannot do ``capability`` (a skip reason), or None when it can."""
+    if capability in CAPABILITIES.get(framework, frozenset()):
+        return None
+    return (f"the {framework} core ({CORES.get(framework, '?')}) does not support {capability!r} "
+            f"(pytest_dlperf.worker.CAPABILITIES lists what each core can do)")
 
 
 def progress(message: str) -> None:

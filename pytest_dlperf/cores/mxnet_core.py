@@ -32,6 +32,13 @@ MXNet's engine is asynchronous on CPU as well as on GPU: ``step()`` only queues 
 ``MXNET_CPU_WORKER_NTHREADS`` when ``libmxnet`` loads, so :func:`train` puts
 ``intra_op_threads`` / ``inter_op_threads`` into the environment first and only then
 imports mxnet (every ``import mxnet`` in this module is inside a function for that reason).
+
+Data: synthetic batches already on the device, or, with ``scenario.data='recordio'``,
+``mx.io.ImageRecordIter`` over the ``.rec`` + ``.idx`` pair (seed 000's
+``train_imagenet.py`` input), one batch fetched inside each ``step()`` so the timed
+step includes waiting for data. After the timed rounds, outside any timing, the net
+is evaluated in predict mode (``accuracy_top1``/``accuracy_top5``): on the validation
+RecordIO with real data, on held-out synthetic images of the same classes otherwise.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ import importlib.metadata
 import os
 import re
 import sys
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from ..scenario import Scenario, ScenarioError
 from ..synthetic import batches as synthetic_batches
@@ -98,10 +105,6 @@ def check_supported(scenario: Scenario) -> None:
         raise ScenarioError(
             "precision='amp_bf16' needs oneDNN's bfloat16 kernels, which need an AVX-512 CPU (avx512bw); "
             "this CPU has none: use precision='fp32'"
-        )
-    if scenario.data != "synthetic":
-        raise ScenarioError(
-            f"data={scenario.data!r}: the MXNet core trains on synthetic batches only so far; use data='synthetic'"
         )
     if scenario.data_format == "NHWC" or scenario.channels_last:
         raise ScenarioError(
@@ -248,7 +251,15 @@ class MXNetTrainingLoop:
         if self.dynamic:
             amp.init_trainer(self.trainer)
             self.overflows = OverflowCounter(self.trainer)
-        self.data = self._synthetic()
+        #: Real data: batches from ``ImageRecordIter``, fetched inside ``step()`` and so timed with it.
+        self.loader: Iterator[tuple[Any, Any]] | None = None
+        if scenario.data == "synthetic":
+            self.data = self._synthetic()
+        else:
+            from ..loaders import mxnet_loader
+
+            self.loader = mxnet_loader.endless(scenario)
+            self.data = []
         self._i = 0
         self.flops_per_step = None  # MXNet has no FLOP counter; achieved TFLOP/s is not reported
 
@@ -265,7 +276,10 @@ class MXNetTrainingLoop:
         from mxnet import autograd
         from mxnet.contrib import amp
 
-        x, y = self.data[self._i % len(self.data)]
+        if self.loader is not None:
+            x, y = (a.as_in_context(self.ctx) for a in next(self.loader))
+        else:
+            x, y = self.data[self._i % len(self.data)]
         self._i += 1
         with autograd.record():
             loss = self.loss_fn(self.net(x), y)
@@ -307,6 +321,31 @@ class MXNetTrainingLoop:
 
         free, total = mx.context.gpu_memory_info(self.ctx.device_id)
         return int(total - free)
+
+    def eval_batches(self) -> Iterable[tuple[Any, Any]]:
+        """The held-out data: the validation RecordIO, or held-out synthetic images of the trained classes."""
+        import mxnet as mx
+
+        from ..loaders import held_out_synthetic, mxnet_loader
+
+        if self.scenario.data != "synthetic":
+            return mxnet_loader.eval_batches(self.scenario)
+        return [(mx.nd.array(x, ctx=self.ctx, dtype="float32"), mx.nd.array(y, ctx=self.ctx, dtype="float32"))
+                for x, y in held_out_synthetic(self.scenario)]
+
+    def evaluate(self, batches: Iterable[tuple[Any, Any]] | None = None) -> dict[str, Any]:
+        """Top-1/top-5 accuracy in predict mode (BatchNorm running statistics), after the timed rounds."""
+        from mxnet import autograd
+
+        from ..loaders import accuracy_metrics
+
+        def logits_and_labels() -> Iterator[tuple[Any, Any]]:
+            with autograd.predict_mode():
+                for x, y in self.eval_batches() if batches is None else batches:
+                    logits = self.net(x.as_in_context(self.ctx))
+                    yield logits.astype("float32").asnumpy(), y.asnumpy()
+
+        return accuracy_metrics(logits_and_labels(), self.scenario.num_classes)
 
     def _precision_mode(self) -> str:
         if self.scenario.precision == "amp_bf16":
@@ -392,4 +431,13 @@ def train(scenario: Scenario, progress: Any = None) -> tuple[Any, list[float], d
     loop = MXNetTrainingLoop(scenario)
     metrics, losses, details = measure(loop, scenario, progress)
     details["kvstore"] = loop.kvstore.type
+    if scenario.data != "synthetic":
+        from ..loaders import describe
+
+        details["input_pipeline"] = describe(scenario)
+    metrics.update(loop.evaluate())
+    details["accuracy_on"] = "validation split" if scenario.data != "synthetic" else "held-out synthetic images"
+    if progress is not None:
+        progress("evaluated: " + ", ".join(f"{m.name} {m.value:.3f}" for m in metrics.values()
+                                           if m.name.startswith("accuracy")))
     return metrics, losses, details, environment(scenario, loop)

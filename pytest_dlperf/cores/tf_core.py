@@ -13,12 +13,18 @@ Models: ``resnet50`` (and any other name of ``keras.applications``, e.g. ``resne
 ResNet-18, so :func:`resnet18` builds torchvision's ResNet-18 (BasicBlock [2, 2, 2, 2])
 from Keras layers, layer for layer: seed 001 measures ResNet-18, and the three
 frameworks' figures are only comparable side by side on the same network.
+
+With ``scenario.data='tfrecord'`` each step takes its batch from the scenario's
+``tf.data`` pipeline (so the timed step includes waiting for data: the effective
+throughput). After the timed rounds, outside any timing, the model is evaluated in
+inference mode (``accuracy_top1``/``accuracy_top5``): on the validation TFRecord with
+real data, on held-out synthetic images of the same classes otherwise.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -39,13 +45,23 @@ POLICIES = {"fp32": "float32", "tf32": "float32", "amp_fp16": "mixed_float16", "
 
 # --------------------------------------------------------------------------- models
 
+def _torch_conv_init() -> keras.initializers.Initializer:
+    """torchvision ResNet's ``kaiming_normal_(mode="fan_out", nonlinearity="relu")`` for convolutions."""
+    return keras.initializers.VarianceScaling(2.0, mode="fan_out", distribution="untruncated_normal")
+
+
+def _torch_linear_init(fan_in: int) -> keras.initializers.Initializer:
+    """``nn.Linear``'s default, ``kaiming_uniform_(a=sqrt(5))``: U(+-1/sqrt(fan_in)), weights and bias alike."""
+    return keras.initializers.RandomUniform(-(fan_in**-0.5), fan_in**-0.5)
+
 
 def _conv_bn(x: Any, filters: int, kernel: int, stride: int, bn_axis: int, name: str) -> Any:
     """Conv (no bias, torchvision's explicit symmetric padding) + BatchNorm."""
     pad = kernel // 2
     if pad:
         x = keras.layers.ZeroPadding2D(pad, name=f"{name}_pad")(x)
-    x = keras.layers.Conv2D(filters, kernel, strides=stride, use_bias=False, name=f"{name}_conv")(x)
+    x = keras.layers.Conv2D(filters, kernel, strides=stride, use_bias=False, kernel_initializer=_torch_conv_init(),
+                            name=f"{name}_conv")(x)
     return keras.layers.BatchNormalization(axis=bn_axis, epsilon=1e-5, momentum=0.9, name=f"{name}_bn")(x)
 
 
@@ -64,7 +80,10 @@ def _basic_block(x: Any, filters: int, stride: int, bn_axis: int, name: str) -> 
 def resnet18(input_shape: tuple[int, int, int], classes: int) -> keras.Model:
     """ResNet-18 (He et al. 2015; torchvision ``resnet18``) in the global image data format.
 
-    Same layers and shapes as torchvision's: 11,689,512 trainable parameters at 1000 classes.
+    Same layers, shapes and initialisation as torchvision's: 11,689,512 trainable
+    parameters at 1000 classes; convolutions He-normal over fan-out, the classifier
+    U(+-1/sqrt(512)). (Keras's default Glorot init makes the activations grow through
+    the net, and BatchNorm's moving statistics lag far behind them in a short run.)
     """
     bn_axis = 1 if keras.backend.image_data_format() == "channels_first" else 3
     inputs = keras.Input(shape=input_shape, name="images")
@@ -77,7 +96,8 @@ def resnet18(input_shape: tuple[int, int, int], classes: int) -> keras.Model:
             stride = 2 if stage > 1 and block == 0 else 1
             x = _basic_block(x, filters, stride, bn_axis, f"layer{stage}_{block}")
     x = keras.layers.GlobalAveragePooling2D(name="avg_pool")(x)
-    outputs = keras.layers.Dense(classes, name="logits")(x)
+    linear = _torch_linear_init(512)
+    outputs = keras.layers.Dense(classes, kernel_initializer=linear, bias_initializer=linear, name="logits")(x)
     return keras.Model(inputs, outputs, name="resnet18")
 
 
@@ -258,23 +278,35 @@ class TfTrainingLoop:
         self.optimizer = optimizer if optimizer is not None else make_optimizer(scenario)
         self.optimizer.build(self.model.trainable_variables)
         self.dynamic = isinstance(self.optimizer, keras.mixed_precision.LossScaleOptimizer)
+        #: Real data: batches from the scenario's tf.data pipeline, fetched inside ``step()`` and so timed with it.
+        self.loader: Iterator[tuple[tf.Tensor, tf.Tensor]] | None = None
         with tf.device(self.device):
             self.skipped = tf.Variable(0, dtype=tf.int64, trainable=False, name="skipped_steps")
-            self.data = list(data) if data is not None else self._synthetic()
+            if data is not None:
+                self.data = list(data)
+            elif scenario.data == "synthetic":
+                self.data = self._synthetic()
+            else:
+                from ..loaders import tf_loader
+
+                self.loader = tf_loader.endless(scenario)
+                self.data = [next(self.loader)]  # one batch to trace the step and count FLOPs on
         self._i = 0
         self._train_step = tf.function(self._step_fn, jit_compile=scenario.jit_compile, reduce_retracing=True)
         self.flops_per_step = self._count_flops()
         if scenario.device == "cuda":
             tf.config.experimental.reset_memory_stats("GPU:0")
 
+    def _to_tensors(self, images: np.ndarray, labels: np.ndarray) -> tuple[tf.Tensor, tf.Tensor]:
+        """NCHW numpy images (and int labels) as the model's layout on the loop's device."""
+        if self.scenario.data_format != "NCHW":
+            images = np.ascontiguousarray(images.transpose(0, 2, 3, 1))
+        return tf.identity(images), tf.identity(labels.astype(np.int32))
+
     def _synthetic(self) -> list[tuple[tf.Tensor, tf.Tensor]]:
         s = self.scenario
-        out = []
-        for images, labels in synthetic_batches(SYNTHETIC_POOL, s.batch_size, s.image_size, s.num_classes, s.seed):
-            if s.data_format != "NCHW":
-                images = np.ascontiguousarray(images.transpose(0, 2, 3, 1))
-            out.append((tf.identity(images), tf.identity(labels.astype(np.int32))))
-        return out
+        return [self._to_tensors(images, labels)
+                for images, labels in synthetic_batches(SYNTHETIC_POOL, s.batch_size, s.image_size, s.num_classes, s.seed)]
 
     def _step_fn(self, images: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
         with tf.GradientTape() as tape:
@@ -297,7 +329,10 @@ class TfTrainingLoop:
         return graph_flops(self._train_step.get_concrete_function(x, y).graph)
 
     def step(self) -> tf.Tensor:
-        x, y = self.data[self._i % len(self.data)]
+        if self.loader is not None:
+            x, y = next(self.loader)
+        else:
+            x, y = self.data[self._i % len(self.data)]
         self._i += 1
         return self._train_step(x, y)
 
@@ -321,6 +356,27 @@ class TfTrainingLoop:
         if self.scenario.device != "cuda":
             return None
         return int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
+
+    def eval_batches(self) -> Iterable[tuple[Any, Any]]:
+        """The held-out data: the validation TFRecord, or held-out synthetic images of the trained classes."""
+        from ..loaders import held_out_synthetic, tf_loader
+
+        if self.scenario.data != "synthetic":
+            return tf_loader.eval_batches(self.scenario)
+        with tf.device(self.device):
+            return [self._to_tensors(x, y) for x, y in held_out_synthetic(self.scenario)]
+
+    def evaluate(self, batches: Iterable[tuple[Any, Any]] | None = None) -> dict[str, Any]:
+        """Top-1/top-5 accuracy in inference mode (BatchNorm moving statistics), after the timed rounds."""
+        from ..loaders import accuracy_metrics
+
+        infer = tf.function(lambda x: tf.cast(self.model(x, training=False), tf.float32), reduce_retracing=True)
+
+        def logits_and_labels() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+            for x, y in self.eval_batches() if batches is None else batches:
+                yield infer(x).numpy(), np.asarray(y)
+
+        return accuracy_metrics(logits_and_labels(), self.scenario.num_classes)
 
 
 # --------------------------------------------------------------------------- environment, entry point
@@ -381,4 +437,13 @@ def train(scenario: Scenario, progress: Any = None) -> tuple[Any, list[float], d
     configure(scenario)
     loop = TfTrainingLoop(scenario)
     metrics, losses, details = measure(loop, scenario, progress)
+    if scenario.data != "synthetic":
+        from ..loaders import describe
+
+        details["input_pipeline"] = describe(scenario)
+    metrics.update(loop.evaluate())
+    details["accuracy_on"] = "validation split" if scenario.data != "synthetic" else "held-out synthetic images"
+    if progress is not None:
+        progress("evaluated: " + ", ".join(f"{m.name} {m.value:.3f}" for m in metrics.values()
+                                           if m.name.startswith("accuracy")))
     return metrics, losses, details, environment(scenario)
