@@ -12,7 +12,6 @@ training slower is reported as slower (a SlowdownWarning and a
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 
 import pytest
@@ -32,16 +31,10 @@ def _base(dlperf, framework):
     return dlperf.scenario(framework, MODEL, **shapes)
 
 
-def _speed_only(result):
-    """The result without its accuracy: a dozen steps say nothing about learning (test_accuracy does)."""
-    return dataclasses.replace(result, metrics={k: m for k, m in result.metrics.items()
-                                                if not k.startswith("accuracy")})
-
-
 def _default(dlperf, base):
     key = (base.framework, dlperf.profile)
     if key not in _defaults:
-        _defaults[key] = _speed_only(dlperf.run(tuning.seed_003_settings(base.framework)[0].apply(base)))
+        _defaults[key] = dlperf.run(tuning.seed_003_settings(base.framework)[0].apply(base))
     return _defaults[key]
 
 
@@ -69,7 +62,7 @@ def test_cpu_setting_against_default(dlperf, framework, name, request):
         dlperf.check(default)
         return
 
-    run = _speed_only(dlperf.run(setting.apply(base)))
+    run = dlperf.run(setting.apply(base))
     _assert_applied(setting, run)
     reference = default.throughput.value
     dlperf.metric(name, "speedup", [x / reference for x in run.throughput.samples], "x")

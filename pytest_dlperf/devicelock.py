@@ -42,10 +42,13 @@ def lock_dir() -> Path:
 
 
 def lock_name(device: str | int) -> str:
-    """File name for a device: ``gpu3.lock`` for an index, a sanitised name for a UUID."""
+    """File name for a device: ``gpu3.lock`` for an index, ``cpu.lock`` for the host's CPUs
+    (CPU scenarios of two runs distort each other too), a sanitised name for a GPU UUID."""
     text = str(device).strip()
     if text.isdigit():
         return f"gpu{int(text)}.lock"
+    if text == "cpu":
+        return "cpu.lock"
     return "gpu-" + re.sub(r"[^A-Za-z0-9_.-]", "_", text) + ".lock"
 
 
@@ -68,6 +71,10 @@ def visible_gpus(count: int | None = None, environ: Mapping[str, str] | None = N
 
         count = len(gpus())
     return [str(i) for i in range(count)]
+
+
+def _what(device: str) -> str:
+    return "the CPUs" if device == "cpu" else f"GPU {device}"
 
 
 def _describe_holder(path: Path) -> str:
@@ -137,7 +144,7 @@ def _acquire(path: Path, device: str, owner: str, timeout: float | None,
             holder = _describe_holder(path)
             limit = "without a limit" if timeout is None else f"up to {timeout:g} s"
             if on_wait is not None:
-                on_wait(f"GPU {device} is busy: {path} is held by {holder}; waiting {limit} "
+                on_wait(f"{_what(device)} {'are' if device == 'cpu' else 'is'} busy: {path} is held by {holder}; waiting {limit} "
                         f"so the two runs do not distort each other's measurements")
             started = time.monotonic()
             pause = POLL_S
@@ -145,7 +152,7 @@ def _acquire(path: Path, device: str, owner: str, timeout: float | None,
                 waited = time.monotonic() - started
                 if timeout is not None and waited >= timeout:
                     raise DeviceLockTimeout(
-                        f"GPU {device} still busy after {waited:.0f} s: {path} is held by "
+                        f"{_what(device)} still busy after {waited:.0f} s: {path} is held by "
                         f"{_describe_holder(path)}. Wait for that run to finish, allow a longer wait, "
                         f"or give this run other GPUs with CUDA_VISIBLE_DEVICES"
                     )
@@ -208,7 +215,7 @@ def device_lock(
 def holders(directory: Path | None = None, devices: Sequence[str | int] | None = None) -> dict[str, str]:
     """Who holds which lock right now (for diagnostics): lock file name -> holder description."""
     folder = directory or lock_dir()
-    paths = [folder / lock_name(d) for d in devices] if devices is not None else sorted(folder.glob("gpu*.lock"))
+    paths = [folder / lock_name(d) for d in devices] if devices is not None else sorted([*folder.glob("gpu*.lock"), *folder.glob("cpu.lock")])
     busy = {}
     for path in paths:
         if not path.exists():

@@ -29,15 +29,13 @@ CORES = {
 REAL_DATA = "real_data"
 #: A core reports ``accuracy_top1``/``accuracy_top5`` on the validation split after training on real data.
 ACCURACY = "accuracy"
-#: A core reports accuracy after synthetic-data runs too (on held-out synthetic images).
-SYNTHETIC_ACCURACY = "synthetic_accuracy"
 #: What each core can do beyond timing synthetic-data training. Tests read this (the parent
 #: never imports a framework) to skip a case its core cannot run; a core listed here that
 #: then does not deliver fails the test instead.
 CAPABILITIES: dict[str, frozenset[str]] = {
     "torch": frozenset({REAL_DATA, ACCURACY}),
-    "tensorflow": frozenset({REAL_DATA, ACCURACY, SYNTHETIC_ACCURACY}),
-    "mxnet": frozenset({REAL_DATA, ACCURACY, SYNTHETIC_ACCURACY}),
+    "tensorflow": frozenset({REAL_DATA, ACCURACY}),
+    "mxnet": frozenset({REAL_DATA, ACCURACY}),
 }
 EXIT_ERROR = 3
 PROGRESS_PREFIX = "[dlperf] "

@@ -130,6 +130,15 @@ def test_other_gpus_are_not_blocked(tmp_path: Path, holder) -> None:
     assert "gpu0.lock" in devicelock.holders(tmp_path / "locks")
 
 
+def test_the_cpus_can_be_locked_like_a_gpu(tmp_path: Path, holder) -> None:
+    holder(device="cpu")
+    messages: list[str] = []
+    with pytest.raises(DeviceLockTimeout, match="the CPUs still busy"):
+        with device_lock(["cpu"], timeout=0.1, on_wait=messages.append, directory=tmp_path / "locks"):
+            pass
+    assert messages[0].startswith(f"the CPUs are busy: {tmp_path / 'locks' / 'cpu.lock'} is held by PID")
+
+
 def test_nested_use_in_one_process_does_not_deadlock(tmp_path: Path) -> None:
     with device_lock(["0"], timeout=0, directory=tmp_path):
         with device_lock([0, "1"], timeout=0, directory=tmp_path):
@@ -153,6 +162,7 @@ def test_lock_folder_and_names(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
     monkeypatch.delenv("DLPERF_LOCK_DIR")
     assert devicelock.lock_dir() == Path("/tmp/pytest-dlperf-locks")
     assert devicelock.lock_name(3) == "gpu3.lock"
+    assert devicelock.lock_name("cpu") == "cpu.lock"
     assert devicelock.lock_name("GPU-8f2e/x") == "gpu-GPU-8f2e_x.lock"
 
 

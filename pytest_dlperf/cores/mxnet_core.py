@@ -323,15 +323,10 @@ class MXNetTrainingLoop:
         return int(total - free)
 
     def eval_batches(self) -> Iterable[tuple[Any, Any]]:
-        """The held-out data: the validation RecordIO, or held-out synthetic images of the trained classes."""
-        import mxnet as mx
+        """The held-out data: the validation RecordIO."""
+        from ..loaders import mxnet_loader
 
-        from ..loaders import held_out_synthetic, mxnet_loader
-
-        if self.scenario.data != "synthetic":
-            return mxnet_loader.eval_batches(self.scenario)
-        return [(mx.nd.array(x, ctx=self.ctx, dtype="float32"), mx.nd.array(y, ctx=self.ctx, dtype="float32"))
-                for x, y in held_out_synthetic(self.scenario)]
+        return mxnet_loader.eval_batches(self.scenario)
 
     def evaluate(self, batches: Iterable[tuple[Any, Any]] | None = None) -> dict[str, Any]:
         """Top-1/top-5 accuracy in predict mode (BatchNorm running statistics), after the timed rounds."""
@@ -435,8 +430,8 @@ def train(scenario: Scenario, progress: Any = None) -> tuple[Any, list[float], d
         from ..loaders import describe
 
         details["input_pipeline"] = describe(scenario)
-    metrics.update(loop.evaluate())
-    details["accuracy_on"] = "validation split" if scenario.data != "synthetic" else "held-out synthetic images"
+        metrics.update(loop.evaluate())
+        details["accuracy_on"] = "validation split"
     if progress is not None:
         progress("evaluated: " + ", ".join(f"{m.name} {m.value:.3f}" for m in metrics.values()
                                            if m.name.startswith("accuracy")))

@@ -358,13 +358,10 @@ class TfTrainingLoop:
         return int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
 
     def eval_batches(self) -> Iterable[tuple[Any, Any]]:
-        """The held-out data: the validation TFRecord, or held-out synthetic images of the trained classes."""
-        from ..loaders import held_out_synthetic, tf_loader
+        """The held-out data: the validation TFRecord."""
+        from ..loaders import tf_loader
 
-        if self.scenario.data != "synthetic":
-            return tf_loader.eval_batches(self.scenario)
-        with tf.device(self.device):
-            return [self._to_tensors(x, y) for x, y in held_out_synthetic(self.scenario)]
+        return tf_loader.eval_batches(self.scenario)
 
     def evaluate(self, batches: Iterable[tuple[Any, Any]] | None = None) -> dict[str, Any]:
         """Top-1/top-5 accuracy in inference mode (BatchNorm moving statistics), after the timed rounds."""
@@ -441,8 +438,8 @@ def train(scenario: Scenario, progress: Any = None) -> tuple[Any, list[float], d
         from ..loaders import describe
 
         details["input_pipeline"] = describe(scenario)
-    metrics.update(loop.evaluate())
-    details["accuracy_on"] = "validation split" if scenario.data != "synthetic" else "held-out synthetic images"
+        metrics.update(loop.evaluate())
+        details["accuracy_on"] = "validation split"
     if progress is not None:
         progress("evaluated: " + ", ".join(f"{m.name} {m.value:.3f}" for m in metrics.values()
                                            if m.name.startswith("accuracy")))

@@ -30,7 +30,6 @@ import numpy as np
 from ..datasets import FRAMEWORK_FORMATS, DatasetError, ImageSetSpec, read_spec, recordio_paths, tfrecord_path
 from ..result import HIGHER, Metric, TrainingResult, metric_from
 from ..scenario import Scenario, ScenarioError
-from ..synthetic import class_templates
 
 #: ImageNet statistics (torchvision's ``Normalize`` values), in 0..1 and 0..255 units.
 MEAN = (0.485, 0.456, 0.406)
@@ -88,32 +87,6 @@ def describe(scenario: Scenario) -> dict[str, Any]:
 
 
 # --- accuracy -------------------------------------------------------------------------------
-
-#: Held-out synthetic images evaluated after a synthetic-data run (at least this many, whole batches).
-SYNTHETIC_EVAL_SAMPLES = 256
-#: Noise of the held-out synthetic images: that of the training batches (``synthetic.batches``).
-SYNTHETIC_NOISE = 0.5
-
-
-def held_out_synthetic(scenario: Scenario, min_samples: int = SYNTHETIC_EVAL_SAMPLES,
-                       ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Validation batches for a synthetic-data run: the training classes' templates, fresh noise.
-
-    Same class templates as :func:`pytest_dlperf.synthetic.batches` with ``scenario.seed``
-    (so the classes are the ones trained on), noise and labels from a different random
-    stream (so no image was seen in training). NCHW float32 images, int64 labels,
-    ``ceil(min_samples / batch_size)`` batches of ``scenario.batch_size``.
-    """
-    s = scenario
-    templates = class_templates(s.num_classes, s.image_size, s.seed)
-    rng = np.random.default_rng([s.seed, 0xE7A1])  # training batches draw from default_rng(seed + 1)
-    out = []
-    for _ in range(-(-min_samples // s.batch_size)):
-        labels = rng.integers(0, s.num_classes, size=s.batch_size, dtype=np.int64)
-        images = templates[labels] + SYNTHETIC_NOISE * rng.standard_normal(templates[labels].shape, dtype=np.float32)
-        out.append((images.astype(np.float32), labels))
-    return out
-
 
 def top_k_correct(logits: np.ndarray, labels: np.ndarray, k: int) -> int:
     """How many rows of ``logits`` have their label among the ``k`` largest scores."""
