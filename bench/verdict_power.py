@@ -1,0 +1,331 @@
+"""How often do the verdicts cry wolf, and do they catch a real slowdown?  (Not a pytest test.)
+
+A benchmark of ``pytest_dlperf.verdict.compare`` itself, with the real PyTorch core
+timed in-process by the plugin's own harness (``TorchTrainingLoop`` + ``measure``) at
+the smoke profile's shapes (resnet18, 64 px, batch 16, 5 rounds x 4 steps).
+
+Each trial measures three runs, each on a freshly built training loop (as each test
+run gets a fresh child process): a *baseline*; an *A/A candidate* with no change; and
+an *injected candidate* whose every training step is made slower by ``--slowdown``
+(15% on CPU, 10% on GPU) of the median step time this trial's baseline measured. The
+slowdown is real work inside ``step()``: a host busy-wait on CPU (where the step is
+synchronous), extra matrix multiplications queued on the device's stream on GPU (where
+a host wait would hide behind the asynchronous queue). The two candidates alternate
+their order from trial to trial so drift of the machine hits both alike.
+
+Both candidates are compared with the baseline by ``verdict.compare`` at the profile's
+default tolerance (``settings.DEFAULT_TOLERANCE``), on the metrics a test checks that an
+in-process run measures meaningfully: ``throughput`` (per round) and ``step_time`` (per
+step on CPU). ``peak_host_memory`` is left out: in one process it is the peak of the
+whole script, not of one run. A trial fails as a test would: any metric a regression.
+
+Prints per-trial lines, a summary table (false-alarm rate, detection rate, median
+observed deltas, the cost of one verdict in microseconds), the same rates for a sweep
+of tolerances computed from the same samples, and the load average. Exits 1 when the
+false-alarm rate is above 0 or the detection rate below 100% at the tolerance used.
+
+    python bench/verdict_power.py                      # CPU, 10 trials, smoke tolerance
+    python bench/verdict_power.py --trials 20 --save verdict_power.json
+    python bench/verdict_power.py --load verdict_power.json --tolerance 0.10   # re-decide, no training
+    python bench/verdict_power.py --device cuda --profile full                 # 10% slowdown on the GPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from pytest_dlperf import verdict
+from pytest_dlperf.baselines import Baseline, BaselineStore
+from pytest_dlperf.profiles import scenario_for
+from pytest_dlperf.result import Metric, metric_from
+from pytest_dlperf.scenario import Scenario
+from pytest_dlperf.settings import DEFAULT_TOLERANCE
+
+METRICS = ("throughput", "step_time")
+SWEEP = (0.05, 0.08, 0.10, 0.12, 0.15, 0.20)
+SOFTWARE = {"framework": "torch"}
+
+
+# ---------------------------------------------------------------- measuring
+
+
+def build_loop(s: Scenario) -> Any:
+    import torch
+
+    from pytest_dlperf.cores.torch_core import TorchTrainingLoop
+
+    torch.manual_seed(s.seed)
+    if not hasattr(TorchTrainingLoop, "_count_applied"):  # torch_core at be2106a registers a hook it lacks
+        class Loop(TorchTrainingLoop):  # type: ignore[misc,valid-type]
+            def _count_applied(self, *_: Any) -> None:
+                self._applied += 1
+
+        return Loop(s)
+    return TorchTrainingLoop(s)
+
+
+def spin_injector(extra_s: float) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
+    """Host busy-wait after each step: on CPU the step's work is done when it returns."""
+
+    def wrap(step: Callable[[], Any]) -> Callable[[], Any]:
+        def slowed() -> Any:
+            loss = step()
+            end = time.perf_counter() + extra_s
+            while time.perf_counter() < end:
+                pass
+            return loss
+
+        return slowed
+
+    return wrap
+
+
+def matmul_injector(device: str, extra_s: float) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
+    """Extra matmuls on the device's stream, calibrated to take ``extra_s`` per step."""
+    import torch
+
+    n = 1024 if device == "cuda" else 256
+    a = torch.randn(n, n, device=device)
+    b = torch.randn(n, n, device=device)
+
+    def sync() -> None:
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    for _ in range(5):
+        a @ b
+    sync()
+    reps = 50
+    start = time.perf_counter()
+    for _ in range(reps):
+        a @ b
+    sync()
+    per_matmul = (time.perf_counter() - start) / reps
+    count = max(1, round(extra_s / per_matmul))
+
+    def wrap(step: Callable[[], Any]) -> Callable[[], Any]:
+        def slowed() -> Any:
+            loss = step()
+            for _ in range(count):
+                torch.mm(a, b)
+            return loss
+
+        return slowed
+
+    return wrap
+
+
+def measure_once(s: Scenario, inject: Callable[[Callable[[], Any]], Callable[[], Any]] | None) -> dict[str, Metric]:
+    from pytest_dlperf.measure import measure
+
+    loop = build_loop(s)
+    if inject is not None:
+        loop.step = inject(loop.step)  # the harness calls loop.step(): the slowdown is inside the timed step
+    metrics, _, _ = measure(loop, s)
+    return {name: metrics[name] for name in METRICS}
+
+
+# ---------------------------------------------------------------- deciding
+
+
+def as_baseline(metrics: dict[str, Metric]) -> dict[str, Baseline]:
+    """Through the real baseline store: staged, written to JSON, read back."""
+    with tempfile.TemporaryDirectory() as tmp:
+        store = BaselineStore(Path(tmp))
+        for m in metrics.values():
+            store.stage("bench", {}, "bench", m, SOFTWARE)
+        store.flush()
+        fresh = BaselineStore(Path(tmp))
+        found = {name: fresh.lookup("bench", "bench", name) for name in metrics}
+    return {name: b for name, b in found.items() if b is not None}
+
+
+@dataclass
+class Trial:
+    baseline: dict[str, list[float]]
+    same: dict[str, list[float]]
+    slowed: dict[str, list[float]]
+    injected_s: float
+
+
+def metrics_of(samples: dict[str, list[float]]) -> dict[str, Metric]:
+    units = {"throughput": ("samples/s", "higher"), "step_time": ("s", "lower")}
+    return {name: metric_from(name, vals, *units[name]) for name, vals in samples.items()}
+
+
+def decide(baseline: dict[str, list[float]], candidate: dict[str, list[float]], tolerance: float) -> list[verdict.Verdict]:
+    base = as_baseline(metrics_of(baseline))
+    return [verdict.compare("bench", "candidate", m, base[name], tolerance, SOFTWARE)
+            for name, m in metrics_of(candidate).items()]
+
+
+def outcome(verdicts: Sequence[verdict.Verdict]) -> str:
+    statuses = {v.status for v in verdicts}
+    return verdict.REGRESSION if verdict.REGRESSION in statuses else (
+        verdict.IMPROVEMENT if verdict.IMPROVEMENT in statuses else verdict.OK)
+
+
+def rates(trials: Sequence[Trial], tolerance: float) -> tuple[int, int]:
+    """(false alarms, detections) over the trials at this tolerance."""
+    alarms = sum(outcome(decide(t.baseline, t.same, tolerance)) == verdict.REGRESSION for t in trials)
+    caught = sum(outcome(decide(t.baseline, t.slowed, tolerance)) == verdict.REGRESSION for t in trials)
+    return alarms, caught
+
+
+def verdict_cost_us(trial: Trial, tolerance: float, calls: int) -> dict[str, float]:
+    """Median wall time of one ``compare`` call per metric (summaries and rank test included)."""
+    base = as_baseline(metrics_of(trial.baseline))
+    out = {}
+    for name, metric in metrics_of(trial.slowed).items():
+        times = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            verdict.compare("bench", "candidate", metric, base[name], tolerance, SOFTWARE)
+            times.append(time.perf_counter() - start)
+        out[name] = statistics.median(times) * 1e6
+    return out
+
+
+# ---------------------------------------------------------------- reporting
+
+
+def fmt_verdicts(vs: Sequence[verdict.Verdict]) -> str:
+    parts = []
+    for v in vs:
+        p = f" p={v.p_value:.3f}" if v.p_value is not None else ""
+        parts.append(f"{v.metric} {v.delta:+.1%} tol {v.tolerance:.0%}{p} {v.status}")
+    return "; ".join(parts)
+
+
+def run_trials(args: argparse.Namespace, s: Scenario) -> list[Trial]:
+    trials = []
+    for k in range(args.trials):
+        base = measure_once(s, None)
+        step_median = base["step_time"].value
+        extra = args.slowdown * step_median
+        inject = (spin_injector(extra) if args.inject == "spin" else matmul_injector(s.device, extra))
+        if k % 2 == 0:
+            same, slowed = measure_once(s, None), measure_once(s, inject)
+        else:
+            slowed, same = measure_once(s, inject), measure_once(s, None)
+        t = Trial({n: list(m.samples) for n, m in base.items()}, {n: list(m.samples) for n, m in same.items()},
+                  {n: list(m.samples) for n, m in slowed.items()}, extra)
+        trials.append(t)
+        print(f"trial {k + 1}/{args.trials}: baseline {base['throughput'].value:.2f} samples/s, "
+              f"step {step_median * 1e3:.1f} ms, injected {extra * 1e3:.1f} ms/step, "
+              f"load {os.getloadavg()[0]:.2f}", flush=True)
+        print(f"    A/A      {fmt_verdicts(decide(t.baseline, t.same, args.tolerance))}", flush=True)
+        print(f"    injected {fmt_verdicts(decide(t.baseline, t.slowed, args.tolerance))}", flush=True)
+    return trials
+
+
+def median_delta(trials: Sequence[Trial], which: str, metric: str) -> float:
+    deltas = []
+    for t in trials:
+        base = statistics.median(t.baseline[metric])
+        deltas.append((statistics.median(getattr(t, which)[metric]) - base) / base)
+    return statistics.median(deltas)
+
+
+def report(args: argparse.Namespace, trials: Sequence[Trial], describe: str, loads: list[float]) -> int:
+    n = len(trials)
+    alarms, caught = rates(trials, args.tolerance)
+    cost = verdict_cost_us(trials[0], args.tolerance, args.calls)
+    print()
+    print(f"{describe}; {n} trials; slowdown injected: {args.slowdown:.0%} of the baseline's median step "
+          f"time ({args.inject}); tolerance {args.tolerance:.0%}")
+    rows = [
+        ("false-alarm rate (A/A -> regression)", f"{alarms}/{n} = {alarms / n:.0%}"),
+        ("detection rate (injected -> regression)", f"{caught}/{n} = {caught / n:.0%}"),
+        ("median delta A/A throughput", f"{median_delta(trials, 'same', 'throughput'):+.1%}"),
+        ("median delta A/A step_time", f"{median_delta(trials, 'same', 'step_time'):+.1%}"),
+        ("median delta injected throughput", f"{median_delta(trials, 'slowed', 'throughput'):+.1%}"),
+        ("median delta injected step_time", f"{median_delta(trials, 'slowed', 'step_time'):+.1%}"),
+    ]
+    rows += [(f"one verdict, {name} ({len(trials[0].baseline[name])} vs {len(trials[0].slowed[name])} samples)",
+              f"{us:.0f} us (median of {args.calls} calls)") for name, us in cost.items()]
+    rows.append(("load average (1 min) start / end", f"{loads[0]:.2f} / {loads[-1]:.2f}"))
+    width = max(len(r[0]) for r in rows)
+    for name, value in rows:
+        print(f"  {name:<{width}}  {value}")
+    print()
+    print("  same samples, other tolerances (widening by spread and rank test as in verdict.py):")
+    print(f"  {'tolerance':>9}  {'false alarms':>12}  {'detected':>8}")
+    good = []
+    for tol in sorted(set(SWEEP) | {args.tolerance}):
+        a, c = rates(trials, tol)
+        mark = "  <- used" if tol == args.tolerance else ""
+        print(f"  {tol:>9.0%}  {a:>5}/{n:<6}  {c:>4}/{n:<3}{mark}")
+        if a == 0 and c == n:
+            good.append(tol)
+    if good:
+        print(f"  tolerances with no false alarm and every slowdown caught: {', '.join(f'{t:.0%}' for t in good)}")
+    else:
+        print("  no tolerance in the sweep gets both numbers right on these samples")
+    ok = alarms == 0 and caught == n
+    print(f"\n{'PASS' if ok else 'FAIL'}: false alarms {alarms}/{n}, detected {caught}/{n} at tolerance {args.tolerance:.0%}")
+    return 0 if ok else 1
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=10, help="trials (each: baseline, A/A, injected)")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--profile", default="smoke", choices=tuple(DEFAULT_TOLERANCE))
+    parser.add_argument("--model", default="resnet18")
+    parser.add_argument("--tolerance", type=float, default=None,
+                        help="default: settings.DEFAULT_TOLERANCE of the profile")
+    parser.add_argument("--slowdown", type=float, default=None, help="fraction of the step time; default 0.15 CPU, 0.10 GPU")
+    parser.add_argument("--inject", choices=("spin", "matmul"), default=None,
+                        help="default: spin on CPU, matmul on GPU")
+    parser.add_argument("--calls", type=int, default=2000, help="compare() calls timed for the verdict cost")
+    parser.add_argument("--save", type=Path, help="write the measured samples here (JSON)")
+    parser.add_argument("--load", type=Path, help="decide on samples saved earlier instead of training")
+    args = parser.parse_args(argv)
+    if args.trials < 1:
+        parser.error("--trials must be at least 1")
+    args.tolerance = args.tolerance or DEFAULT_TOLERANCE[args.profile]
+    args.slowdown = args.slowdown or (0.10 if args.device == "cuda" else 0.15)
+    args.inject = args.inject or ("matmul" if args.device == "cuda" else "spin")
+    if args.device == "cuda" and args.inject == "spin":
+        parser.error("--inject spin cannot slow an asynchronous GPU step; use matmul")
+
+    loads = [os.getloadavg()[0]]
+    if args.load:
+        data = json.loads(args.load.read_text())
+        trials = [Trial(**t) for t in data["trials"]]
+        describe = data["describe"] + f" (loaded from {args.load})"
+        args.slowdown, args.inject = data["slowdown"], data["inject"]
+        loads = data.get("loads", loads)
+    else:
+        import torch
+
+        from pytest_dlperf.cores.torch_core import apply_threads, configure_precision
+
+        s = scenario_for(args.profile, "torch", args.model, device=args.device)
+        apply_threads(s)
+        configure_precision(s)
+        where = torch.cuda.get_device_name() if s.device == "cuda" else f"CPU x{torch.get_num_threads()} threads"
+        describe = (f"{s.model} {s.precision} batch {s.batch_size} {s.image_size}px, {s.rounds} rounds x "
+                    f"{s.steps_per_round} steps, on {where}, torch {torch.__version__}")
+        print(describe, flush=True)
+        trials = run_trials(args, s)
+        loads.append(os.getloadavg()[0])
+        if args.save:
+            args.save.write_text(json.dumps({
+                "describe": describe, "slowdown": args.slowdown, "inject": args.inject, "loads": loads,
+                "trials": [t.__dict__ for t in trials]}, indent=1))
+    return report(args, trials, describe, loads)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
