@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import sys
@@ -12,6 +13,7 @@ import pytest
 
 from . import markers
 from .baselines import BaselineFileError, BaselineStore, entry_key, split_entry_key
+from .devicelock import DeviceLockTimeout, device_lock, visible_gpus
 from .profiles import scenario_for
 from .result import HIGHER, Metric, TrainingResult, metric_from
 from .runner import ScenarioFailed, run_scenario
@@ -113,9 +115,12 @@ class DlperfRun:
         sink = self._session.progress_sink()
         on_progress = (lambda text: sink(scenario.label, text)) if sink else None
         try:
-            result = run_scenario(scenario, self._workdir, on_progress)
+            with self._exclusive_devices(scenario):
+                result = run_scenario(scenario, self._workdir, on_progress)
         except ScenarioFailed as exc:
             pytest.fail(exc.report(), pytrace=False)
+        except DeviceLockTimeout as exc:
+            pytest.fail(f"scenario {scenario.label!r} not run: {exc}", pytrace=False)
         self._results.append(result)
         props = self._item.user_properties
         props.append(("dlperf.hardware", result.environment.get("hardware_key", "")))
@@ -130,6 +135,15 @@ class DlperfRun:
             props.append((f"dlperf.{result.label}.{metric.name}.unit", metric.unit))
             props.append((f"dlperf.{result.label}.{metric.name}.direction", metric.direction))
         return result
+
+    def _exclusive_devices(self, scenario: Scenario) -> Any:
+        """GPU scenarios hold their devices' locks, so two pytest runs never time one GPU at once."""
+        if scenario.device != "cuda":
+            return contextlib.nullcontext()
+        writer = self._session.config.get_terminal_writer()
+        devices = visible_gpus(environ={**os.environ, **scenario.env})
+        return device_lock(devices, timeout=scenario.timeout, owner=self._item.nodeid,
+                           on_wait=lambda message: writer.line(f"    [dlperf {scenario.label}] {message}"))
 
     def metric(self, label: str, name: str, samples: Sequence[float], unit: str, direction: str = HIGHER) -> Metric:
         """A derived figure (a speedup, a scaling efficiency) checked with the others by ``check``."""
