@@ -64,12 +64,6 @@ def build_loop(s: Scenario) -> Any:
     from pytest_dlperf.cores.torch_core import TorchTrainingLoop
 
     torch.manual_seed(s.seed)
-    if not hasattr(TorchTrainingLoop, "_count_applied"):  # torch_core at be2106a registers a hook it lacks
-        class Loop(TorchTrainingLoop):  # type: ignore[misc,valid-type]
-            def _count_applied(self, *_: Any) -> None:
-                self._applied += 1
-
-        return Loop(s)
     return TorchTrainingLoop(s)
 
 
