@@ -20,8 +20,9 @@ OK, REGRESSION, IMPROVEMENT, MISSING, UPDATED = "ok", "regression", "improvement
 ALPHA = 0.05
 #: The tolerance widens to this many relative half-IQRs of the noisier side...
 SPREAD_FACTOR = 3.0
-#: ...but never beyond this multiple of the tolerance, so a noisy run can still fail.
+#: ...but never beyond this multiple of the tolerance, nor beyond half the baseline, so a noisy run can still fail.
 MAX_WIDENING = 3.0
+MAX_EFFECTIVE_TOLERANCE = 0.5
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ def compare(
     rel = (observed - baseline.value) / abs(baseline.value) if baseline.value else 0.0
     worse_by = -rel if metric.direction == HIGHER else rel
     noise = SPREAD_FACTOR * max(metric.summary.rel_spread, baseline.rel_spread)
-    effective = min(max(tolerance, noise), MAX_WIDENING * tolerance)
+    effective = max(tolerance, min(noise, MAX_WIDENING * tolerance, MAX_EFFECTIVE_TOLERANCE))
     p = None
     if rank_test_can_decide(len(metric.samples), len(baseline.samples)):
         p = mann_whitney_p(metric.samples, baseline.samples)

@@ -93,6 +93,19 @@ def test_ini_keys_set_profile_and_tolerance(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["dlperf: profile smoke, * tolerance 30%*"])
 
 
+def test_environment_variable_sits_between_command_line_and_ini(pytester: pytest.Pytester,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makeini("[pytest]\ndlperf_tolerance = 0.07\n")
+    pytester.makepyfile("def test_x(): pass")
+    monkeypatch.setenv("DLPERF_TOLERANCE", "0.3")
+    run(pytester).stdout.fnmatch_lines(["dlperf: profile *, tolerance 30%*"])
+    run(pytester, "--dlperf-tolerance=0.05").stdout.fnmatch_lines(["dlperf: profile *, tolerance 5%*"])
+    monkeypatch.setenv("DLPERF_TOLERANCE", "wide")
+    result = run(pytester)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*environment variable DLPERF_TOLERANCE='wide': 'wide' is not a number*"])
+
+
 def test_default_profile_follows_the_hardware(pytester: pytest.Pytester) -> None:
     from pytest_dlperf.environment import gpus
 
