@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import IO, Any, Iterator, Mapping, Sequence
 
 from .launchers import Launcher, LocalLauncher
+from .runner import tail
 
 ENTRY_POINTS = {
     "torch": "pytest_dlperf.cores.torch_ddp",
@@ -46,7 +47,6 @@ ENTRY_POINTS = {
 }
 JOB_MARKER = "DLPERF_JOB"
 HEARTBEAT = "[dlperf] step "
-TAIL_LINES = 25
 #: How long the scheduler/servers of a ps-lite job may take to exit after the workers finished.
 SERVER_EXIT_GRACE = 10.0
 PORT_LOCK_DIR = Path(tempfile.gettempdir()) / f"dlperf-ports-{os.getuid() if hasattr(os, 'getuid') else 0}"
@@ -277,14 +277,6 @@ def _kill_marked(job_id: str) -> list[int]:
         except ProcessLookupError:
             pass
     return survivors
-
-
-def tail(path: Path, lines: int = TAIL_LINES) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return "(no output)"
-    return "\n".join(text.rstrip().splitlines()[-lines:]) or "(no output)"
 
 
 def last_step(path: Path) -> int:

@@ -143,8 +143,9 @@ def run_scenario(
     workdir: Path | None = None,
     on_progress: Callable[[str], None] | None = None,
     python: str | None = None,
+    module: str = "pytest_dlperf.worker",
 ) -> TrainingResult:
-    """Train ``scenario`` in a child process and return what it measured."""
+    """Run ``python -m module SCENARIO.json RESULT.json`` (by default: train) in a child; return its result."""
     workdir = Path(workdir or tempfile.mkdtemp(prefix="dlperf-"))
     workdir.mkdir(parents=True, exist_ok=True)
     scenario_path = workdir / f"{scenario.label}.scenario.json"
@@ -152,8 +153,7 @@ def run_scenario(
     log_path = workdir / f"{scenario.label}.log"
     scenario_path.write_text(scenario.to_json(), encoding="utf-8")
     result_path.unlink(missing_ok=True)
-    command = [*scenario.launch_prefix, python or sys.executable, "-m", "pytest_dlperf.worker",
-               str(scenario_path), str(result_path)]
+    command = [*scenario.launch_prefix, python or sys.executable, "-m", module, str(scenario_path), str(result_path)]
     code = run_child(command, child_environment(scenario), log_path, scenario.timeout, scenario.label, on_progress)
     payload = None
     if result_path.exists():

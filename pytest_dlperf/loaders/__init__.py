@@ -18,8 +18,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import sys
-import tempfile
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -201,25 +199,9 @@ def run_loader_only(
     on_progress: Callable[[str], None] | None = None,
 ) -> TrainingResult:
     """Measure the loader of ``scenario`` in a child process, with the scenario's env and launch prefix."""
-    from ..runner import ScenarioFailed, child_environment, run_child, tail
+    from ..runner import run_scenario
 
-    workdir = Path(workdir or tempfile.mkdtemp(prefix="dlperf-loader-"))
-    workdir.mkdir(parents=True, exist_ok=True)
-    scenario_path = workdir / f"{scenario.label}.scenario.json"
-    result_path = workdir / f"{scenario.label}.result.json"
-    log_path = workdir / f"{scenario.label}.log"
-    scenario_path.write_text(scenario.to_json(), encoding="utf-8")
-    result_path.unlink(missing_ok=True)
-    command = [*scenario.launch_prefix, sys.executable, "-m", "pytest_dlperf.loaders",
-               str(scenario_path), str(result_path)]
-    code = run_child(command, child_environment(scenario), log_path, scenario.timeout, scenario.label, on_progress)
-    payload = json.loads(result_path.read_text(encoding="utf-8")) if result_path.exists() else {}
-    if code == 0 and "result" in payload:
-        return TrainingResult.from_dict(payload["result"])
-    if "error" in payload:
-        err = payload["error"]
-        raise ScenarioFailed(scenario.label, err["reason"], f"{err['type']}: {err['message']}", tail(log_path))
-    raise ScenarioFailed(scenario.label, "crashed", f"exit status {code}, no result", tail(log_path))
+    return run_scenario(scenario, workdir, on_progress, module="pytest_dlperf.loaders")
 
 
 def main(argv: list[str]) -> int:
