@@ -183,7 +183,7 @@ def test_update_then_compare_round_trip(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*baselines written to*"])
     data = json.loads(baseline_file(pytester).read_text())
     entry = data["entries"]["test_train.py::test_train::fp32@smoke"]
-    assert set(entry) >= {"throughput", "step_time", "peak_host_memory"}
+    assert set(entry) >= {"throughput", "peak_host_memory"}
     assert entry["throughput"]["n"] == 3 and len(entry["throughput"]["samples"]) == 3
     assert entry["throughput"]["software"]["framework"] == "torch"
     assert "test_other.py::test_kept::fp32@smoke" in data["entries"], "another test's entry was dropped"
@@ -195,7 +195,7 @@ def test_update_then_compare_round_trip(pytester: pytest.Pytester) -> None:
     # Compared now (the verdict itself depends on this machine's noise; tests below force one).
     result = run(pytester)
     result.stdout.fnmatch_lines(["test_train::fp32*throughput*samples/s*[0-9]*%*",
-                                 "3 metrics compared with baselines.*0 missing baselines. 1 unused baselines."])
+                                 "2 metrics compared with baselines.*0 missing baselines. 1 unused baselines."])
 
 
 @pytest.mark.framework("torch")
