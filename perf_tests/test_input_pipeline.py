@@ -103,6 +103,9 @@ def _three_figures(dlperf, base, data_dir, workers, tmp_path, suffix=""):
     return computes[0], loader, effective, verdict
 
 
+#: Loader + training on a small shared VM swings more than training alone (torch, quiet A/A runs on
+#: 2 cores: effective 183 then 108 img/s), so these figures are held at 50%: a halving still fails.
+@pytest.mark.tolerance(0.5)
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_loader_is_not_the_bottleneck(dlperf, framework, data_root, tmp_path, request):
     workers = loader_workers(dlperf.profile)
@@ -122,6 +125,7 @@ def test_loader_is_not_the_bottleneck(dlperf, framework, data_root, tmp_path, re
         assert not verdict.data_bound, f"{framework} with {workers} loader workers: {verdict.explain()}"
 
 
+@pytest.mark.tolerance(0.5)
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_data_bound_configuration_is_detected(dlperf, framework, data_root, tmp_path, request):
     base = _base(dlperf, framework)
