@@ -49,9 +49,10 @@ def _assert_applied(setting, run):
 
 
 #: Thread and OpenMP-wait settings on a small shared VM swing from run to run far more than plain
-#: throughput does (torch, two quiet runs: intra_inter_threads 1.36x then 0.78x, kmp_blocktime 0.76x
-#: then 0.52x), so their figures are held at 50%: a setting that halves training still fails.
-@pytest.mark.tolerance(0.5)
+#: throughput does, and a speedup is the ratio of two such figures (quiet A/A runs on 2 cores: torch
+#: intra_inter_threads 1.36x then 0.78x; MXNet numactl_interleave 1.65x then 0.79x), so these figures
+#: are held at 75%: a setting that makes training four times slower still fails.
+@pytest.mark.tolerance(0.75)
 @pytest.mark.parametrize("name", tuning.SETTING_NAMES)
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_cpu_setting_against_default(dlperf, framework, name, request):
