@@ -70,7 +70,7 @@ def test_cpu_setting_against_default(dlperf, framework, name, request):
     run = dlperf.run(setting.apply(base))
     _assert_applied(setting, run)
     reference = default.throughput.value
-    dlperf.metric(name, "speedup", [x / reference for x in run.throughput.samples], "x")
+    dlperf.metric(name, "speedup", run.speedup_samples_over(default), "x")
     judgement = tuning.judge(run.throughput.samples, default.throughput.samples)
     request.node.user_properties.append((f"dlperf.{name}.judgement", judgement.describe()))
     if judgement.slower:

@@ -26,12 +26,6 @@ GPU_KVSTORE = "device"
 CPU_KVSTORES = ("local", "device")
 
 
-def speedup_samples(fast, slow):
-    """Per-round speedup of ``fast`` against the median of ``slow``."""
-    reference = slow.throughput.value
-    return [x / reference for x in fast.throughput.samples]
-
-
 def assert_trains(run):
     assert run.loss_fell(), f"{run.label}: loss did not fall: {run.losses[:3]} ... {run.losses[-3:]}"
 
@@ -44,7 +38,7 @@ def test_amp_fp16_is_at_least_1_8x_fp32_on_gpu(dlperf, model):
     base = dlperf.scenario("mxnet", model, batch_size=128, kvstore=GPU_KVSTORE)
     fp32 = dlperf.run(base.replace(precision="fp32"))
     amp = dlperf.run(base.replace(precision="amp_fp16", label="amp_fp16_dynamic"))
-    dlperf.metric("amp_fp16_vs_fp32", "speedup", speedup_samples(amp, fp32), "x")
+    dlperf.metric("amp_fp16_vs_fp32", "speedup", amp.speedup_samples_over(fp32), "x")
     dlperf.check(fp32, amp)
 
     for run in (fp32, amp):

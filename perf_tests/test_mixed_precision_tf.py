@@ -21,12 +21,6 @@ SEED_FP32_BATCH = 128
 SEED_FP16_BATCH = 256
 
 
-def speedup_samples(fast, slow):
-    """Per-round speedup of ``fast`` against the median of ``slow``."""
-    reference = slow.throughput.value
-    return [x / reference for x in fast.throughput.samples]
-
-
 def assert_trained(*runs):
     for run in runs:
         assert run.loss_fell(), f"{run.label}: loss did not fall: {run.losses[:3]} ... {run.losses[-3:]}"
@@ -41,7 +35,7 @@ def test_amp_fp16_is_at_least_1_8x_fp32_on_gpu(dlperf):
     seed_batch = dlperf.run(base.replace(precision="amp_fp16", batch_size=SEED_FP16_BATCH,
                                          label=f"amp_fp16_b{SEED_FP16_BATCH}"))
     for run in (same_batch, seed_batch):
-        dlperf.metric(f"{run.label}_vs_fp32", "speedup", speedup_samples(run, fp32), "x")
+        dlperf.metric(f"{run.label}_vs_fp32", "speedup", run.speedup_samples_over(fp32), "x")
     dlperf.check(fp32, same_batch, seed_batch)
 
     assert_trained(fp32, same_batch, seed_batch)
@@ -61,8 +55,8 @@ def test_tf32_and_bf16_on_gpu_are_not_slower_than_strict_fp32(dlperf):
     fp32 = dlperf.run(base.replace(precision="fp32"))
     tf32 = dlperf.run(base.replace(precision="tf32"))
     bf16 = dlperf.run(base.replace(precision="amp_bf16"))
-    dlperf.metric("tf32_vs_fp32", "speedup", speedup_samples(tf32, fp32), "x")
-    dlperf.metric("amp_bf16_vs_fp32", "speedup", speedup_samples(bf16, fp32), "x")
+    dlperf.metric("tf32_vs_fp32", "speedup", tf32.speedup_samples_over(fp32), "x")
+    dlperf.metric("amp_bf16_vs_fp32", "speedup", bf16.speedup_samples_over(fp32), "x")
     dlperf.check(fp32, tf32, bf16)
 
     assert_trained(tf32, bf16)

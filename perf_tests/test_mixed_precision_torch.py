@@ -19,12 +19,6 @@ MIN_AMP_SPEEDUP = 1.8
 APEX_STATIC_LOSS_SCALE = 256.0
 
 
-def speedup_samples(fast, slow):
-    """Per-round speedup of ``fast`` against the median of ``slow``."""
-    reference = slow.throughput.value
-    return [x / reference for x in fast.throughput.samples]
-
-
 @pytest.mark.gpu
 @pytest.mark.precision("fp32", "amp_fp16")
 @pytest.mark.parametrize("model", MODELS)
@@ -34,7 +28,7 @@ def test_amp_fp16_is_at_least_1_8x_fp32_on_gpu(dlperf, model):
     amp = dlperf.run(base.replace(precision="amp_fp16", label="amp_fp16_dynamic"))
     amp_static = dlperf.run(base.replace(precision="amp_fp16", loss_scale=APEX_STATIC_LOSS_SCALE,
                                          label="amp_fp16_static256"))
-    dlperf.metric("amp_fp16_vs_fp32", "speedup", speedup_samples(amp, fp32), "x")
+    dlperf.metric("amp_fp16_vs_fp32", "speedup", amp.speedup_samples_over(fp32), "x")
     dlperf.check(fp32, amp, amp_static)
 
     for run in (fp32, amp, amp_static):
@@ -54,8 +48,8 @@ def test_tf32_and_bf16_on_gpu_are_not_slower_than_strict_fp32(dlperf):
     fp32 = dlperf.run(base.replace(precision="fp32"))
     tf32 = dlperf.run(base.replace(precision="tf32"))
     bf16 = dlperf.run(base.replace(precision="amp_bf16"))
-    dlperf.metric("tf32_vs_fp32", "speedup", speedup_samples(tf32, fp32), "x")
-    dlperf.metric("amp_bf16_vs_fp32", "speedup", speedup_samples(bf16, fp32), "x")
+    dlperf.metric("tf32_vs_fp32", "speedup", tf32.speedup_samples_over(fp32), "x")
+    dlperf.metric("amp_bf16_vs_fp32", "speedup", bf16.speedup_samples_over(fp32), "x")
     dlperf.check(fp32, tf32, bf16)
 
     assert bf16.loss_fell() and tf32.loss_fell()
