@@ -17,8 +17,8 @@ Both candidates are compared with the baseline by ``verdict.compare`` at the pro
 default tolerance (``settings.DEFAULT_TOLERANCE``), on ``throughput`` (per round): the
 speed figure a test judges (step time is its reciprocal and is not judged separately).
 ``peak_host_memory`` is left out: in one process it is the peak of the whole script,
-not of one run. ``--rounds`` and ``--steps-per-round`` override the profile's as
-``--dlperf-rounds`` and ``--dlperf-steps`` do in a test run.
+not of one run. ``--rounds`` and ``--steps-per-round`` override the profile's (the first
+as ``--dlperf-rounds`` does in a test run), to see whether longer runs help.
 
 Prints per-trial lines, a summary table (false-alarm rate, detection rate, median
 observed deltas, the cost of one verdict in microseconds), the same rates for a sweep
@@ -227,12 +227,16 @@ def run_trials(args: argparse.Namespace, s: Scenario) -> list[Trial]:
     return trials
 
 
-def median_delta(trials: Sequence[Trial], which: str, metric: str) -> float:
-    deltas = []
+def deltas(trials: Sequence[Trial], which: str, metric: str) -> list[float]:
+    out = []
     for t in trials:
         base = statistics.median(t.baseline[metric])
-        deltas.append((statistics.median(getattr(t, which)[metric]) - base) / base)
-    return statistics.median(deltas)
+        out.append((statistics.median(getattr(t, which)[metric]) - base) / base)
+    return out
+
+
+def median_delta(trials: Sequence[Trial], which: str, metric: str) -> float:
+    return statistics.median(deltas(trials, which, metric))
 
 
 def report(args: argparse.Namespace, trials: Sequence[Trial], describe: str, loads: list[float]) -> int:
@@ -269,6 +273,14 @@ def report(args: argparse.Namespace, trials: Sequence[Trial], describe: str, loa
         print(f"  tolerances with no false alarm and every slowdown caught: {', '.join(f'{t:.0%}' for t in good)}")
     else:
         print("  no tolerance in the sweep gets both numbers right on these samples")
+    drift = max(abs(d) for d in deltas(trials, "same", "throughput"))
+    injected = deltas(trials, "slowed", "throughput")
+    print(f"  run-to-run drift (largest A/A throughput delta, either way): {drift:.1%}; "
+          f"injected throughput deltas {min(injected):+.1%} .. {max(injected):+.1%}")
+    if max(injected) >= -drift:
+        print("  the injected slowdown is within this machine's run-to-run drift: no threshold on a stored\n"
+              "  baseline can catch it every time without false alarms here (longer rounds do not remove drift\n"
+              "  between runs; a quieter machine does)")
     ok = alarms == 0 and caught == n
     print(f"\n{'PASS' if ok else 'FAIL'}: false alarms {alarms}/{n}, detected {caught}/{n} at tolerance {args.tolerance:.0%}")
     return 0 if ok else 1
@@ -293,19 +305,21 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.trials < 1:
         parser.error("--trials must be at least 1")
-    args.tolerance = args.tolerance or DEFAULT_TOLERANCE[args.profile]
     args.slowdown = args.slowdown or (0.10 if args.device == "cuda" else 0.15)
     args.inject = args.inject or ("matmul" if args.device == "cuda" else "spin")
     if args.device == "cuda" and args.inject == "spin":
         parser.error("--inject spin cannot slow an asynchronous GPU step; use matmul")
 
+    args.tolerance = args.tolerance or (None if args.load else DEFAULT_TOLERANCE[args.profile])
     loads = [os.getloadavg()[0]]
     if args.load:
         data = json.loads(args.load.read_text())
         trials = [Trial(**t) for t in data["trials"]]
         describe = data["describe"] + f" (loaded from {args.load})"
         args.slowdown, args.inject = data["slowdown"], data["inject"]
+        args.tolerance = args.tolerance or data.get("tolerance")
         loads = data.get("loads", loads)
+        args.tolerance = args.tolerance or DEFAULT_TOLERANCE[args.profile]
     else:
         import torch
 
@@ -323,7 +337,8 @@ def main(argv: list[str]) -> int:
         loads.append(os.getloadavg()[0])
         if args.save:
             args.save.write_text(json.dumps({
-                "describe": describe, "slowdown": args.slowdown, "inject": args.inject, "loads": loads,
+                "describe": describe, "tolerance": args.tolerance, "slowdown": args.slowdown,
+                "inject": args.inject, "loads": loads,
                 "trials": [t.__dict__ for t in trials]}, indent=1))
     return report(args, trials, describe, loads)
 

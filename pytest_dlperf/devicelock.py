@@ -131,33 +131,57 @@ def _write_holder(fd: int, owner: str) -> None:
     os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
 
 
+def queue_path(path: Path) -> Path:
+    """The turnstile beside a device's lock file (``gpu0.queue`` beside ``gpu0.lock``)."""
+    return path.with_suffix(".queue")
+
+
 def _acquire(path: Path, device: str, owner: str, timeout: float | None,
              on_wait: Callable[[str], None] | None) -> None:
+    """Take the device's lock, passing its turnstile first.
+
+    A run goes through the queue lock before the device lock and lets go of it once it
+    holds the device. A waiting run keeps the turnstile while it waits, so a run that
+    just finished a scenario cannot take the device straight back for its next one
+    (flock is not fair): between scenarios the device passes to whoever was waiting.
+    """
     with _held_guard:
         if path in _held:
             fd, depth = _held[path]
             _held[path] = (fd, depth + 1)
             return
     fd = _open(path)
+    gate = _open(queue_path(path))
+    started = time.monotonic()
+    announced = False
+
+    def wait_for(lock_fd: int) -> None:
+        nonlocal announced
+        pause = POLL_S
+        while not _try_lock(lock_fd):
+            waited = time.monotonic() - started
+            if not announced and on_wait is not None:
+                limit = "without a limit" if timeout is None else f"up to {timeout:g} s"
+                on_wait(f"{_what(device)} {'are' if device == 'cpu' else 'is'} busy: {path} is held by "
+                        f"{_describe_holder(path)}; waiting {limit} so the two runs do not distort each "
+                        f"other's measurements")
+            announced = True
+            if timeout is not None and waited >= timeout:
+                raise DeviceLockTimeout(
+                    f"{_what(device)} still busy after {waited:.0f} s: {path} is held by "
+                    f"{_describe_holder(path)}. Wait for that run to finish, allow a longer wait, "
+                    + ("or run the two on different machines" if device == "cpu"
+                       else "or give this run other GPUs with CUDA_VISIBLE_DEVICES")
+                )
+            time.sleep(pause if timeout is None else min(pause, max(0.0, timeout - waited)))
+            pause = min(pause * 2, POLL_MAX_S)
+
     try:
-        if not _try_lock(fd):
-            holder = _describe_holder(path)
-            limit = "without a limit" if timeout is None else f"up to {timeout:g} s"
-            if on_wait is not None:
-                on_wait(f"{_what(device)} {'are' if device == 'cpu' else 'is'} busy: {path} is held by {holder}; waiting {limit} "
-                        f"so the two runs do not distort each other's measurements")
-            started = time.monotonic()
-            pause = POLL_S
-            while not _try_lock(fd):
-                waited = time.monotonic() - started
-                if timeout is not None and waited >= timeout:
-                    raise DeviceLockTimeout(
-                        f"{_what(device)} still busy after {waited:.0f} s: {path} is held by "
-                        f"{_describe_holder(path)}. Wait for that run to finish, allow a longer wait, "
-                        f"or give this run other GPUs with CUDA_VISIBLE_DEVICES"
-                    )
-                time.sleep(pause if timeout is None else min(pause, max(0.0, timeout - waited)))
-                pause = min(pause * 2, POLL_MAX_S)
+        try:
+            wait_for(gate)
+            wait_for(fd)
+        finally:
+            os.close(gate)  # lets the next waiter into the turnstile
         _write_holder(fd, owner)
     except BaseException:
         os.close(fd)  # closing the descriptor releases the lock if it was taken

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import sys
@@ -116,13 +115,16 @@ class DlperfRun:
         """Train ``scenario`` in a child process; a crash or hang fails this test only."""
         sink = self._session.progress_sink()
         on_progress = (lambda text: sink(scenario.label, text)) if sink else None
+        problem = ""
         try:
             with self._exclusive_devices(scenario):
                 result = run_scenario(scenario, self._workdir, on_progress)
         except ScenarioFailed as exc:
-            pytest.fail(exc.report(), pytrace=False)
+            problem = exc.report()
         except DeviceLockTimeout as exc:
-            pytest.fail(f"scenario {scenario.label!r} not run: {exc}", pytrace=False)
+            problem = f"scenario {scenario.label!r} not run: {exc}"
+        if problem:  # failed outside the handler, so pytest shows the report alone, not a chain
+            pytest.fail(problem, pytrace=False)
         self._results.append(result)
         props = self._item.user_properties
         props.append(("dlperf.hardware", result.environment.get("hardware_key", "")))
@@ -139,11 +141,11 @@ class DlperfRun:
         return result
 
     def _exclusive_devices(self, scenario: Scenario) -> Any:
-        """GPU scenarios hold their devices' locks, so two pytest runs never time one GPU at once."""
-        if scenario.device != "cuda":
-            return contextlib.nullcontext()
+        """Every scenario holds its devices' locks, so two pytest runs never time one device at once:
+        the GPUs it sees, or the host's CPUs for a CPU scenario (two runs sharing cores distort
+        each other's figures just as much; measured: -55% to -90% in a clash of two CI runs)."""
         writer = self._session.config.get_terminal_writer()
-        devices = visible_gpus(environ={**os.environ, **scenario.env})
+        devices = visible_gpus(environ={**os.environ, **scenario.env}) if scenario.device == "cuda" else ["cpu"]
         return device_lock(devices, timeout=scenario.timeout, owner=self._item.nodeid,
                            on_wait=lambda message: writer.line(f"    [dlperf {scenario.label}] {message}"))
 

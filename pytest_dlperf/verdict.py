@@ -1,8 +1,12 @@
 """Comparing a measured metric with its baseline: direction-aware and noise-aware.
 
 A change is a regression only when it is worse than the tolerance *and* worse than
-the noise of either side allows *and*, where both sides have enough samples,
+the noise of the two medians allows *and*, where both sides have enough samples,
 statistically distinguishable by a two-sided Mann-Whitney U test (as asv decides).
+
+The noise is the standard error of the difference of the two medians, estimated from
+each side's interquartile range and sample count: more rounds give a more precise
+median and so a tighter verdict, never a looser one.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from .stats import mann_whitney_p
 OK, REGRESSION, IMPROVEMENT, MISSING, UPDATED = "ok", "regression", "improvement", "missing", "updated"
 #: Significance level of the rank test.
 ALPHA = 0.05
-#: The tolerance widens to this many relative half-IQRs of the noisier side...
+#: The tolerance widens to this many standard errors of the difference of the medians...
 SPREAD_FACTOR = 3.0
 #: ...but never beyond this multiple of the tolerance, nor beyond half the baseline, so a noisy run can still fail.
 MAX_WIDENING = 3.0
@@ -60,6 +64,16 @@ class Verdict:
         )
 
 
+def median_standard_error(rel_half_iqr: float, n: int) -> float:
+    """Relative standard error of a median of ``n`` samples with this relative half-IQR.
+
+    For roughly normal samples sigma = IQR / 1.349 and se(median) = sqrt(pi / 2) * sigma / sqrt(n).
+    """
+    if n < 1:
+        return 0.0
+    return math.sqrt(math.pi / 2.0) * (2.0 * rel_half_iqr / 1.349) / math.sqrt(n)
+
+
 def rank_test_can_decide(n1: int, n2: int) -> bool:
     """Whether the smallest two-sided p-value these sample counts allow is below ALPHA.
 
@@ -89,7 +103,8 @@ def compare(
         return Verdict(**common, baseline=None, tolerance=tolerance, status=MISSING)
     rel = (observed - baseline.value) / abs(baseline.value) if baseline.value else 0.0
     worse_by = -rel if metric.direction == HIGHER else rel
-    noise = SPREAD_FACTOR * max(metric.summary.rel_spread, baseline.rel_spread)
+    noise = SPREAD_FACTOR * math.hypot(median_standard_error(metric.summary.rel_spread, len(metric.samples)),
+                                       median_standard_error(baseline.rel_spread, len(baseline.samples)))
     effective = max(tolerance, min(noise, MAX_WIDENING * tolerance, MAX_EFFECTIVE_TOLERANCE))
     p = None
     if rank_test_can_decide(len(metric.samples), len(baseline.samples)):

@@ -109,6 +109,39 @@ def test_two_processes_never_hold_the_same_gpu_at_once(tmp_path: Path) -> None:
         assert start >= end, f"two holders overlapped: {intervals}"
 
 
+REPEATER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from pytest_dlperf.devicelock import device_lock
+    folder, ready, until = Path(sys.argv[1]), Path(sys.argv[2]), time.monotonic() + float(sys.argv[3])
+    while time.monotonic() < until:  # one scenario after another, no pause between them
+        with device_lock(["0"], owner="tests/test_x.py::test_many_scenarios", directory=folder):
+            ready.write_text("locked")
+            time.sleep(0.2)
+""")
+
+
+def test_a_waiting_run_gets_the_gpu_between_the_holders_scenarios(tmp_path: Path) -> None:
+    """flock is not fair: without the turnstile a run that re-locks at once starves the waiter."""
+    ready = tmp_path / "ready"
+    proc = subprocess.Popen([sys.executable, "-c", REPEATER, str(tmp_path / "locks"), str(ready), "30"])
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "repeating holder did not start"
+            time.sleep(0.02)
+        messages: list[str] = []
+        start = time.monotonic()
+        with device_lock(["0"], timeout=25, on_wait=messages.append, directory=tmp_path / "locks"):
+            waited = time.monotonic() - start
+            assert proc.poll() is None  # got it while the other run was still going
+    finally:
+        proc.kill()
+        proc.wait()
+    assert waited < 5.0, f"waited {waited:.1f} s for a holder whose scenarios take 0.2 s"
+    assert len(messages) == 1
+
+
 def test_a_crashed_holder_releases_the_lock(tmp_path: Path, holder) -> None:
     proc = holder(hold=-1)  # kills itself with SIGKILL while holding the lock
     assert proc.wait(timeout=30) == -signal.SIGKILL

@@ -333,3 +333,34 @@ def test_unused_baselines_are_counted_on_unfiltered_runs_only(pytester: pytest.P
                                  "Baselines of tests that no longer exist *: test_gone.py::test_removed::fp32@smoke"])
     result = run(pytester, "-k", "train")
     assert "unused baselines" not in result.stdout.str()
+
+
+def test_cpu_scenario_waits_for_another_run_on_the_same_cpus(pytester: pytest.Pytester,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two runs on one machine take turns on the CPUs; the waiting one says for whom it waits."""
+    import subprocess
+    import sys
+    import time
+
+    locks = pytester.path / "locks"
+    monkeypatch.setenv("DLPERF_LOCK_DIR", str(locks))
+    holder = subprocess.Popen([sys.executable, "-c",
+                               "import sys, time\n"
+                               "from pathlib import Path\n"
+                               "from pytest_dlperf.devicelock import device_lock\n"
+                               "with device_lock(['cpu'], owner='other::run', directory=Path(sys.argv[1])):\n"
+                               "    print('held', flush=True)\n"
+                               "    time.sleep(60)\n", str(locks)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        pytester.makepyfile(CRASH_TEST.format(name="waits", timeout=2, prefix=[], mark="waits"))
+        started = time.monotonic()
+        result = run(pytester)
+        assert time.monotonic() - started < 50  # gave up after the scenario's timeout, not the holder's minute
+    finally:
+        holder.kill()
+        holder.wait()
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines([f"*the CPUs are busy: {locks / 'cpu.lock'} is held by PID {holder.pid}*other::run*"])
+    result.stdout.fnmatch_lines(["scenario 'fp32' not run: the CPUs still busy after 2 s*run the two on different machines"])
+    assert "During handling" not in result.stdout.str()

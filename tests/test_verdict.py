@@ -19,6 +19,7 @@ from pytest_dlperf.verdict import (
     REGRESSION,
     compare,
     failure_message,
+    median_standard_error,
     rank_test_can_decide,
 )
 
@@ -76,12 +77,30 @@ def test_tolerance_widens_with_the_spread_of_either_side() -> None:
     noisy = [80.0, 90.0, 100.0, 110.0, 120.0]  # half-IQR 10% of the median
     now = scaled(TIGHT, 0.80)  # 20% worse, fully separated from TIGHT
     assert verdict(now, TIGHT).status == REGRESSION
-    v = verdict(now, noisy)  # the baseline's own noise: 3 x 10% = 30% allowed
-    assert v.tolerance == pytest.approx(0.30)
+    # The baseline's own noise: 3 standard errors of its median, sqrt(pi/2) * (20% / 1.349) / sqrt(5) each,
+    # combined with TIGHT's (half-IQR 0.5%), about 25%.
+    expected = 3 * math.hypot(median_standard_error(0.10, 5), median_standard_error(0.005, 5))
+    assert expected == pytest.approx(0.25, abs=0.005)
+    v = verdict(now, noisy)
+    assert v.tolerance == pytest.approx(expected)
     assert v.status == OK
-    v = verdict([64.0, 72.0, 80.0, 88.0, 96.0], TIGHT)  # the candidate's noise counts too: 3 x 10%
-    assert v.tolerance == pytest.approx(0.30)
+    v = verdict([64.0, 72.0, 80.0, 88.0, 96.0], TIGHT)  # the candidate's noise counts too
+    assert v.tolerance == pytest.approx(expected)
     assert v.status == OK
+
+
+def test_more_rounds_tighten_the_verdict_never_loosen_it() -> None:
+    """The same spread over more rounds is a more precise median: a 20% drop hidden by 5 noisy rounds
+    is caught with 40, where widening by the rounds' spread alone would have stayed at 30%."""
+    rng = random.Random(7)
+    few_base, few_now = ([100.0 * f * rng.uniform(0.8, 1.2) for _ in range(5)] for f in (1.0, 0.8))
+    many_base, many_now = ([100.0 * f * rng.uniform(0.8, 1.2) for _ in range(40)] for f in (1.0, 0.8))
+    few, many = verdict(few_now, few_base), verdict(many_now, many_base)
+    assert many.tolerance < few.tolerance
+    assert many.tolerance == pytest.approx(0.10, abs=0.03)
+    assert many.status == REGRESSION
+    assert median_standard_error(0.10, 40) == pytest.approx(median_standard_error(0.10, 10) / 2)
+    assert median_standard_error(0.10, 0) == 0.0
 
 
 def test_widening_is_capped_so_a_noisy_run_can_still_fail() -> None:
