@@ -6,6 +6,10 @@ Each device has a lock file; a run holds ``flock(LOCK_EX)`` on it while a scenar
 trains there. The kernel releases the lock when the holder exits, however it exits,
 so a crashed or killed run never leaves a device locked. The holder writes its PID,
 test id and start time into the file, so a waiting run can say whom it waits for.
+The host's CPUs have a lock too (``cpu.lock``): CPU scenarios of two runs distort
+each other just as much. flock is not fair, so each lock has a turnstile beside it
+(``gpu0.queue``) that a waiting run holds: a run that finishes a scenario cannot take
+the device straight back for its next one while another run waits.
 
 The lock folder is machine-wide (``/tmp/pytest-dlperf-locks``) rather than per user
 (``$XDG_RUNTIME_DIR``), since the GPU is shared by every user of the machine; set
