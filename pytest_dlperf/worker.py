@@ -72,12 +72,15 @@ def classify(exc: BaseException) -> str:
 
 
 def run(scenario: Scenario) -> TrainingResult:
+    # The machine is described before the framework starts: its OpenMP runtime may pin this
+    # thread to one core (OMP_PROC_BIND, KMP_AFFINITY), after which the process would report
+    # one usable CPU and file its figures under another machine's baselines.
+    environment = host_record()
+    environment["hardware_key"] = hardware_key(scenario.device)
     core = importlib.import_module(CORES[scenario.framework])
     progress(f"start: {scenario.describe()}")
     metrics, losses, details, framework_env = core.train(scenario, progress)
-    environment = host_record()
     environment.update(framework_env)
-    environment["hardware_key"] = hardware_key(scenario.device)
     environment["settings"] = {
         "launch_prefix": list(scenario.launch_prefix),
         "env": dict(scenario.env),

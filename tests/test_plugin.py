@@ -364,3 +364,13 @@ def test_cpu_scenario_waits_for_another_run_on_the_same_cpus(pytester: pytest.Py
     result.stdout.fnmatch_lines([f"*the CPUs are busy: {locks / 'cpu.lock'} is held by PID {holder.pid}*other::run*"])
     result.stdout.fnmatch_lines(["scenario 'fp32' not run: the CPUs still busy after 2 s*run the two on different machines"])
     assert "During handling" not in result.stdout.str()
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 or more CPUs to tell a pinned thread apart")
+def test_a_scenario_that_pins_its_threads_is_filed_under_this_machine(pytester: pytest.Pytester) -> None:
+    """OMP_PROC_BIND/OMP_PLACES pin the child's main thread to one core once the framework starts its
+    OpenMP runtime; its figures still belong to this machine's baseline file, not a one-CPU machine's."""
+    pytester.makepyfile(TRAIN_TEST.replace("steps_per_round=2)", "steps_per_round=2,\n"
+                                           "                        env={'OMP_PROC_BIND': 'close', 'OMP_PLACES': 'cores'})"))
+    run(pytester, "--update-baselines").assert_outcomes(passed=1)
+    assert sorted(p.name for p in (pytester.path / "baselines").glob("*.json")) == [f"{HW}.json"]
