@@ -155,16 +155,16 @@ class Trial:
     injected_s: float
 
 
-def metrics_of(samples: dict[str, list[float]]) -> dict[str, Metric]:
-    units = {"throughput": ("samples/s", "higher"), "step_time": ("s", "lower")}
-    return {name: metric_from(name, vals, *units[name]) for name, vals in samples.items()}
+def judged_metrics(samples: dict[str, list[float]]) -> dict[str, Metric]:
+    """The figures a verdict is taken on (``JUDGED``), as metrics."""
+    units = {"throughput": ("samples/s", "higher")}
+    return {name: metric_from(name, samples[name], *units[name]) for name in JUDGED}
 
 
 def decide(baseline: dict[str, list[float]], candidate: dict[str, list[float]], tolerance: float) -> list[verdict.Verdict]:
-    judged = {name: baseline[name] for name in JUDGED}
-    base = as_baseline(metrics_of(judged))
+    base = as_baseline(judged_metrics(baseline))
     return [verdict.compare("bench", "candidate", m, base[name], tolerance, SOFTWARE)
-            for name, m in metrics_of({name: candidate[name] for name in JUDGED}).items()]
+            for name, m in judged_metrics(candidate).items()]
 
 
 def outcome(verdicts: Sequence[verdict.Verdict]) -> str:
@@ -182,9 +182,9 @@ def rates(trials: Sequence[Trial], tolerance: float) -> tuple[int, int]:
 
 def verdict_cost_us(trial: Trial, tolerance: float, calls: int) -> dict[str, float]:
     """Median wall time of one ``compare`` call per metric (summaries and rank test included)."""
-    base = as_baseline(metrics_of({name: trial.baseline[name] for name in JUDGED}))
+    base = as_baseline(judged_metrics(trial.baseline))
     out = {}
-    for name, metric in metrics_of({name: trial.slowed[name] for name in JUDGED}).items():
+    for name, metric in judged_metrics(trial.slowed).items():
         times = []
         for _ in range(calls):
             start = time.perf_counter()
@@ -310,17 +310,16 @@ def main(argv: list[str]) -> int:
     if args.device == "cuda" and args.inject == "spin":
         parser.error("--inject spin cannot slow an asynchronous GPU step; use matmul")
 
-    args.tolerance = args.tolerance or (None if args.load else DEFAULT_TOLERANCE[args.profile])
     loads = [os.getloadavg()[0]]
     if args.load:
         data = json.loads(args.load.read_text())
         trials = [Trial(**t) for t in data["trials"]]
         describe = data["describe"] + f" (loaded from {args.load})"
         args.slowdown, args.inject = data["slowdown"], data["inject"]
-        args.tolerance = args.tolerance or data.get("tolerance")
+        args.tolerance = args.tolerance or data.get("tolerance") or DEFAULT_TOLERANCE[args.profile]
         loads = data.get("loads", loads)
-        args.tolerance = args.tolerance or DEFAULT_TOLERANCE[args.profile]
     else:
+        args.tolerance = args.tolerance or DEFAULT_TOLERANCE[args.profile]
         import torch
 
         from pytest_dlperf.cores.torch_core import apply_threads, configure_precision

@@ -75,6 +75,16 @@ def summarize(values: Sequence[float]) -> Summary:
     )
 
 
+def median_standard_error(rel_half_iqr: float, n: int) -> float:
+    """Relative standard error of a median of ``n`` samples with this relative half-IQR.
+
+    For roughly normal samples sigma = IQR / 1.349 and se(median) = sqrt(pi / 2) * sigma / sqrt(n).
+    """
+    if n < 1:
+        return 0.0
+    return math.sqrt(math.pi / 2.0) * (2.0 * rel_half_iqr / 1.349) / math.sqrt(n)
+
+
 def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
     """Two-sided p-value of the Mann-Whitney U test (as asv uses for its verdicts).
 

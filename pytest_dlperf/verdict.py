@@ -17,7 +17,7 @@ from typing import Mapping
 
 from .baselines import Baseline
 from .result import HIGHER, Metric
-from .stats import mann_whitney_p
+from .stats import mann_whitney_p, median_standard_error
 
 OK, REGRESSION, IMPROVEMENT, MISSING, UPDATED = "ok", "regression", "improvement", "missing", "updated"
 #: Significance level of the rank test.
@@ -62,16 +62,6 @@ class Verdict:
             f"{self.baseline:.4g} ({self.delta:+.1%}, tolerance {self.tolerance:.1%}{p})"
             + (f" [{self.software_note}]" if self.software_note else "")
         )
-
-
-def median_standard_error(rel_half_iqr: float, n: int) -> float:
-    """Relative standard error of a median of ``n`` samples with this relative half-IQR.
-
-    For roughly normal samples sigma = IQR / 1.349 and se(median) = sqrt(pi / 2) * sigma / sqrt(n).
-    """
-    if n < 1:
-        return 0.0
-    return math.sqrt(math.pi / 2.0) * (2.0 * rel_half_iqr / 1.349) / math.sqrt(n)
 
 
 def rank_test_can_decide(n1: int, n2: int) -> bool:

@@ -10,7 +10,7 @@ import pytest
 
 from pytest_dlperf.baselines import Baseline
 from pytest_dlperf.result import HIGHER, LOWER, metric_from
-from pytest_dlperf.stats import mann_whitney_p, summarize
+from pytest_dlperf.stats import mann_whitney_p, median_standard_error, summarize
 from pytest_dlperf.verdict import (
     IMPROVEMENT,
     MAX_WIDENING,
@@ -19,7 +19,6 @@ from pytest_dlperf.verdict import (
     REGRESSION,
     compare,
     failure_message,
-    median_standard_error,
     rank_test_can_decide,
 )
 
