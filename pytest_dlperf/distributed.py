@@ -122,9 +122,6 @@ class JobResult:
     #: Where the job met: MASTER_ADDR:MASTER_PORT, the TF_CONFIG worker list, or the ps-lite root.
     rendezvous: list[str] = field(default_factory=list)
 
-    def worker(self, index: int) -> dict[str, Any]:
-        return self.workers[index]
-
 
 # ---------------------------------------------------------------- ports
 
@@ -307,7 +304,7 @@ def run_job(job: Job, workdir: Path | None = None) -> JobResult:
     if missing:
         raise RuntimeError(missing)
     config_path = logdir / "config.json"
-    config_path.write_text(json.dumps(dict(job.config, workers=job.workers)), encoding="utf-8")
+    config_path.write_text(json.dumps(job.config), encoding="utf-8")
     ports = PortReservation()
     procs: dict[Rank, subprocess.Popen[bytes]] = {}
     logs: dict[Rank, Path] = {}

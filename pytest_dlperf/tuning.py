@@ -26,12 +26,12 @@ from typing import Any, Mapping, Sequence
 from .environment import numa_nodes, physical_cores, usable_cpus
 from .scenario import INSTALL_HINTS, Scenario
 from .stats import mann_whitney_p, median
+from .verdict import ALPHA, rank_test_can_decide
 
 #: Library file prefixes of the OpenMP runtimes a framework wheel may ship or load.
 OPENMP_LIBRARIES = {"intel": "libiomp5", "llvm": "libomp", "gnu": "libgomp"}
 #: Speedups within this margin of 1.0 are "no effect", whatever the rank test says.
 NO_EFFECT_MARGIN = 0.02
-ALPHA = 0.05
 
 
 class SlowdownWarning(UserWarning):
@@ -215,13 +215,13 @@ def judge(setting: Sequence[float], default: Sequence[float], alpha: float = ALP
           margin: float = NO_EFFECT_MARGIN) -> SpeedupJudgement:
     """Median speedup of ``setting`` over ``default`` throughput samples, and its significance.
 
-    Slower (or faster) means beyond ``margin`` of 1.0 *and*, with 3+ samples a side,
-    distinguishable by the Mann-Whitney rank test at ``alpha``.
+    Slower (or faster) means beyond ``margin`` of 1.0 *and*, where the sample counts let the
+    Mann-Whitney rank test reach ``alpha`` (as in verdicts), distinguishable by it.
     """
     if not setting or not default:
         raise ValueError("judge needs throughput samples for both the setting and the default")
     speedup = median(setting) / median(default)
-    p = mann_whitney_p(setting, default) if min(len(setting), len(default)) >= 3 else None
+    p = mann_whitney_p(setting, default) if rank_test_can_decide(len(setting), len(default)) else None
     significant = p is None or p < alpha
     return SpeedupJudgement(speedup, p, slower=speedup < 1 - margin and significant,
                             faster=speedup > 1 + margin and significant)

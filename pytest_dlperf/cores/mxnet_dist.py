@@ -138,7 +138,6 @@ def main(argv: list[str]) -> int:
         "rank": rank, "world": world, "kvstore": kv.type, "update_on_kvstore": trainer._update_on_kvstore,
         "throughput": list(metrics["throughput"].samples), "losses": losses, "steps": loop.steps,
         "train_seconds": train_seconds, "params": str(params_path), "details": details,
-        "param_checksum": float(sum(float(np.abs(v).sum()) for v in arrays.values())),
         # every worker: ps-lite numbers workers in connection order, not in launch order
         "accuracy": evaluate(net, config, ctxs[0]),
         "framework_version": mx.__version__,

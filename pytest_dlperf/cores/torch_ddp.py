@@ -129,7 +129,6 @@ def main(argv: list[str]) -> int:
         "rank": rank, "world": world, "backend": torch.distributed.get_backend() if world > 1 else "none",
         "throughput": list(metrics["throughput"].samples), "losses": losses, "steps": loop.steps,
         "train_seconds": train_seconds, "params": str(params_path), "details": details,
-        "param_checksum": float(sum(float(np.abs(v).sum()) for v in params.values())),
         "accuracy": evaluate(model, config, device) if rank == 0 else None,
         "framework_version": torch.__version__,
     }

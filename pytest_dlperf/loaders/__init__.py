@@ -184,12 +184,12 @@ def measure_loader(scenario: Scenario, progress: Callable[[str], None] | None = 
     from ..environment import hardware_key, host_record
     from ..measure import measure
 
+    environment = host_record()  # before the framework starts and may pin this thread (see worker.run)
+    environment["hardware_key"] = hardware_key(scenario.device)
     check_data(scenario)
     metrics, _, details = measure(LoaderLoop(scenario), scenario, progress)
     details["input_pipeline"] = describe(scenario)
-    environment = host_record()
     environment.update(loader_module(scenario.framework).environment())
-    environment["hardware_key"] = hardware_key(scenario.device)
     return TrainingResult(scenario, metrics, [], environment, details)
 
 
