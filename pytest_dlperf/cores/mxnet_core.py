@@ -37,8 +37,8 @@ Data: synthetic batches already on the device, or, with ``scenario.data='recordi
 ``mx.io.ImageRecordIter`` over the ``.rec`` + ``.idx`` pair (seed 000's
 ``train_imagenet.py`` input), one batch fetched inside each ``step()`` so the timed
 step includes waiting for data. After the timed rounds, outside any timing, the net
-is evaluated in predict mode (``accuracy_top1``/``accuracy_top5``): on the validation
-RecordIO with real data, on held-out synthetic images of the same classes otherwise.
+is evaluated in predict mode (``accuracy_top1``/``accuracy_top5``) on the validation
+RecordIO, when the run trained on real data.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ import importlib.metadata
 import os
 import re
 import sys
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from ..scenario import Scenario, ScenarioError
 from ..synthetic import batches as synthetic_batches
@@ -322,21 +322,16 @@ class MXNetTrainingLoop:
         free, total = mx.context.gpu_memory_info(self.ctx.device_id)
         return int(total - free)
 
-    def eval_batches(self) -> Iterable[tuple[Any, Any]]:
-        """The held-out data: the validation RecordIO."""
-        from ..loaders import mxnet_loader
-
-        return mxnet_loader.eval_batches(self.scenario)
-
-    def evaluate(self, batches: Iterable[tuple[Any, Any]] | None = None) -> dict[str, Any]:
-        """Top-1/top-5 accuracy in predict mode (BatchNorm running statistics), after the timed rounds."""
+    def evaluate(self) -> dict[str, Any]:
+        """Top-1/top-5 accuracy on the validation RecordIO in predict mode (BatchNorm running
+        statistics), after the timed rounds."""
         from mxnet import autograd
 
-        from ..loaders import accuracy_metrics
+        from ..loaders import accuracy_metrics, mxnet_loader
 
         def logits_and_labels() -> Iterator[tuple[Any, Any]]:
             with autograd.predict_mode():
-                for x, y in self.eval_batches() if batches is None else batches:
+                for x, y in mxnet_loader.eval_batches(self.scenario):
                     logits = self.net(x.as_in_context(self.ctx))
                     yield logits.astype("float32").asnumpy(), y.asnumpy()
 
@@ -406,6 +401,7 @@ def environment(scenario: Scenario, loop: MXNetTrainingLoop) -> dict[str, Any]:
 
 def train(scenario: Scenario, progress: Any = None) -> tuple[Any, list[float], dict[str, Any], dict[str, Any]]:
     """Entry point used by the worker: settle the environment, import mxnet, build, measure."""
+    from ..loaders import evaluate_real_data
     from ..measure import measure
 
     check_supported(scenario)
@@ -426,13 +422,5 @@ def train(scenario: Scenario, progress: Any = None) -> tuple[Any, list[float], d
     loop = MXNetTrainingLoop(scenario)
     metrics, losses, details = measure(loop, scenario, progress)
     details["kvstore"] = loop.kvstore.type
-    if scenario.data != "synthetic":
-        from ..loaders import describe
-
-        details["input_pipeline"] = describe(scenario)
-        metrics.update(loop.evaluate())
-        details["accuracy_on"] = "validation split"
-    if progress is not None:
-        progress("evaluated: " + ", ".join(f"{m.name} {m.value:.3f}" for m in metrics.values()
-                                           if m.name.startswith("accuracy")))
+    evaluate_real_data(loop, scenario, metrics, details, progress)
     return metrics, losses, details, environment(scenario, loop)

@@ -17,14 +17,14 @@ frameworks' figures are only comparable side by side on the same network.
 With ``scenario.data='tfrecord'`` each step takes its batch from the scenario's
 ``tf.data`` pipeline (so the timed step includes waiting for data: the effective
 throughput). After the timed rounds, outside any timing, the model is evaluated in
-inference mode (``accuracy_top1``/``accuracy_top5``): on the validation TFRecord with
-real data, on held-out synthetic images of the same classes otherwise.
+inference mode (``accuracy_top1``/``accuracy_top5``) on the validation TFRecord, when
+the run trained on real data.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -357,20 +357,15 @@ class TfTrainingLoop:
             return None
         return int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
 
-    def eval_batches(self) -> Iterable[tuple[Any, Any]]:
-        """The held-out data: the validation TFRecord."""
-        from ..loaders import tf_loader
-
-        return tf_loader.eval_batches(self.scenario)
-
-    def evaluate(self, batches: Iterable[tuple[Any, Any]] | None = None) -> dict[str, Any]:
-        """Top-1/top-5 accuracy in inference mode (BatchNorm moving statistics), after the timed rounds."""
-        from ..loaders import accuracy_metrics
+    def evaluate(self) -> dict[str, Any]:
+        """Top-1/top-5 accuracy on the validation TFRecord in inference mode (BatchNorm moving
+        statistics), after the timed rounds."""
+        from ..loaders import accuracy_metrics, tf_loader
 
         infer = tf.function(lambda x: tf.cast(self.model(x, training=False), tf.float32), reduce_retracing=True)
 
         def logits_and_labels() -> Iterator[tuple[np.ndarray, np.ndarray]]:
-            for x, y in self.eval_batches() if batches is None else batches:
+            for x, y in tf_loader.eval_batches(self.scenario):
                 yield infer(x).numpy(), np.asarray(y)
 
         return accuracy_metrics(logits_and_labels(), self.scenario.num_classes)
@@ -429,18 +424,11 @@ def configure(scenario: Scenario) -> None:
 
 def train(scenario: Scenario, progress: Any = None) -> tuple[Any, list[float], dict[str, Any], dict[str, Any]]:
     """Entry point used by the worker: build, measure, describe the environment."""
+    from ..loaders import evaluate_real_data
     from ..measure import measure
 
     configure(scenario)
     loop = TfTrainingLoop(scenario)
     metrics, losses, details = measure(loop, scenario, progress)
-    if scenario.data != "synthetic":
-        from ..loaders import describe
-
-        details["input_pipeline"] = describe(scenario)
-        metrics.update(loop.evaluate())
-        details["accuracy_on"] = "validation split"
-    if progress is not None:
-        progress("evaluated: " + ", ".join(f"{m.name} {m.value:.3f}" for m in metrics.values()
-                                           if m.name.startswith("accuracy")))
+    evaluate_real_data(loop, scenario, metrics, details, progress)
     return metrics, losses, details, environment(scenario)

@@ -236,6 +236,7 @@ def environment(scenario: Scenario) -> dict[str, Any]:
 
 def train(scenario: Scenario, progress: Any = None) -> tuple[Any, list[float], dict[str, Any], dict[str, Any]]:
     """Entry point used by the worker: build, measure, describe the environment."""
+    from ..loaders import evaluate_real_data
     from ..measure import measure
 
     apply_threads(scenario)
@@ -245,12 +246,5 @@ def train(scenario: Scenario, progress: Any = None) -> tuple[Any, list[float], d
     configure_precision(scenario)
     loop = TorchTrainingLoop(scenario)
     metrics, losses, details = measure(loop, scenario, progress)
-    if scenario.data != "synthetic":
-        from ..loaders import describe
-
-        details["input_pipeline"] = describe(scenario)
-        metrics.update(loop.evaluate())
-        if progress is not None:
-            progress("evaluated: " + ", ".join(f"{m.name} {m.value:.3f}" for m in metrics.values()
-                                               if m.name.startswith("accuracy")))
+    evaluate_real_data(loop, scenario, metrics, details, progress)
     return metrics, losses, details, environment(scenario)

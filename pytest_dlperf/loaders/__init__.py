@@ -145,6 +145,20 @@ class PipelineVerdict:
                 f"(threshold {self.threshold:.0%}); {self.figures()}; {why}")
 
 
+def evaluate_real_data(loop: Any, scenario: Scenario, metrics: dict[str, Metric], details: dict[str, Any],
+                       progress: Callable[[str], None] | None = None) -> None:
+    """After training on real data (every core alike): describe the input pipeline, add top-1/top-5
+    on the validation split (``loop.evaluate()``) to ``metrics``. Synthetic runs are left as they are."""
+    if scenario.data == "synthetic":
+        return
+    details["input_pipeline"] = describe(scenario)
+    accuracy = loop.evaluate()
+    metrics.update(accuracy)
+    details["accuracy_on"] = "validation split"
+    if progress is not None:
+        progress("evaluated: " + ", ".join(f"{m.name} {m.value:.3f}" for m in accuracy.values()))
+
+
 def classify(compute_only: float, loader_only: float, effective: float,
              threshold: float = DATA_BOUND_THRESHOLD) -> PipelineVerdict:
     for name, value in (("compute_only", compute_only), ("loader_only", loader_only), ("effective", effective)):
