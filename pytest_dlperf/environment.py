@@ -16,7 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 #: Environment variables that change how training runs; recorded with every figure.
-RECORDED_ENV_PREFIXES = ("OMP_", "KMP_", "MKL_", "DNNL_", "ONEDNN_", "TF_", "MXNET_", "CUDA_", "NCCL_", "DMLC_")
+RECORDED_ENV_PREFIXES = ("OMP_", "KMP_", "MKL_", "DNNL_", "ONEDNN_", "ATEN_", "TF_", "MXNET_", "CUDA_", "NCCL_",
+                         "DMLC_")
+#: Variables that cap the vector instruction set of the frameworks' CPU kernels: oneDNN's (torch,
+#: TensorFlow; MXNet's older oneDNN reads the DNNL_ name) and ATen's own. A capped run stands for
+#: another CPU class (e.g. an AVX-512 Xeon without native bf16), so its figures get their own key.
+ISA_CAP_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY")
 
 
 @dataclass(frozen=True)
@@ -122,7 +127,15 @@ def hardware_key(device: str) -> str:
             return f"gpu-{slug(found[0].name)}-x{len(found)}"
         return "gpu-unknown"
     model = re.sub(r"\((r|tm)\)|cpu|@.*$", "", cpu_model().lower())
-    return f"cpu-{slug(model)}-{usable_cpus()}cpu"
+    cap = isa_cap()
+    return f"cpu-{slug(model)}-{usable_cpus()}cpu" + (f"-isa-{slug(cap)}" if cap else "")
+
+
+def isa_cap(environ: Any = None) -> str:
+    """The vector-ISA cap in force (``ISA_CAP_VARIABLES``), e.g. ``avx512_core``; empty when none is set."""
+    environ = os.environ if environ is None else environ
+    values = dict.fromkeys(environ[name].strip().lower() for name in ISA_CAP_VARIABLES if environ.get(name, "").strip())
+    return "-".join(values)
 
 
 def host_record() -> dict[str, Any]:

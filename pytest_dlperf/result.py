@@ -73,12 +73,17 @@ class TrainingResult:
             raise KeyError(f"{self.label}: no metric {name!r}; measured: {sorted(self.metrics)}") from None
 
     def loss_fell(self, window: int = 5) -> bool:
-        """Mean loss of the last ``window`` steps is below that of the first ``window``."""
+        """The model trained: the mean loss of the last ``window`` steps is below both the mean of
+        the first ``window`` and the very first step's loss (the untrained model's).
+
+        The second condition catches divergence: a run whose loss climbs from 2.3 to 40 and
+        wanders can still end below its early mean by chance, never below the untrained loss.
+        """
         if len(self.losses) < 2 * window:
             window = max(1, len(self.losses) // 2)
         first = sum(self.losses[:window]) / window
         last = sum(self.losses[-window:]) / window
-        return last < first
+        return last < min(first, self.losses[0])
 
     def speedup_over(self, other: "TrainingResult") -> float:
         return self.throughput.value / other.throughput.value
