@@ -9,6 +9,7 @@ asynchronous device).
 
 from __future__ import annotations
 
+import json
 import math
 import resource
 import sys
@@ -17,6 +18,45 @@ from typing import Any, Callable, Protocol, Sequence
 
 from .result import HIGHER, LOWER, Metric, metric_from
 from .scenario import Scenario
+
+
+#: What a paced child prints, as one line, after each timed round: the JSON of the round.
+ROUND_PREFIX = "[dlperf-round] "
+
+
+class Pacer(Protocol):
+    """Decides when each timed round starts, and hears how it went (the paired runner's child)."""
+
+    def wait(self) -> None: ...
+
+    def report(self, seconds: float, samples_per_second: float) -> None: ...
+
+    def done(self) -> None: ...
+
+
+class StdinPacer:
+    """A round starts when the parent writes a line to stdin; each round is reported on stdout.
+
+    Between rounds the process waits in ``readline``: its threads idle while another
+    child takes its round (see :mod:`pytest_dlperf.paired`).
+    """
+
+    def __init__(self) -> None:
+        self._ready_sent = False
+
+    def wait(self) -> None:
+        if not self._ready_sent:  # built and warmed up: the runner starts no round until every child is
+            print(ROUND_PREFIX + json.dumps({"ready": True}), flush=True)
+            self._ready_sent = True
+        if not sys.stdin.readline():
+            raise RuntimeError("the paired runner closed this child's input before its last round")
+
+    def done(self) -> None:
+        """After the last round, stay idle until the runner has every child's rounds (it closes stdin)."""
+        sys.stdin.read()
+
+    def report(self, seconds: float, samples_per_second: float) -> None:
+        print(ROUND_PREFIX + json.dumps({"seconds": seconds, "samples_per_second": samples_per_second}), flush=True)
 
 
 class NonFiniteLoss(RuntimeError):
@@ -37,6 +77,18 @@ class TrainingLoop(Protocol):
 
     def losses_to_floats(self, handles: Sequence[Any]) -> list[float]:
         """Turn the values ``step()`` returned into Python floats (after ``sync``)."""
+
+
+_installed_pacer: Pacer | None = None
+
+
+def pace_rounds(pacer: Pacer | None) -> None:
+    """Make every :func:`measure` in this process wait for ``pacer`` before each timed round.
+
+    The worker installs it (``--paced``), so the framework cores need no change to be paired.
+    """
+    global _installed_pacer
+    _installed_pacer = pacer
 
 
 def _optional(loop: Any, name: str, default: Any = None) -> Any:
@@ -65,8 +117,13 @@ def measure(
     loop: TrainingLoop,
     scenario: Scenario,
     progress: Callable[[str], None] | None = None,
+    pacer: Pacer | None = None,
 ) -> tuple[dict[str, Metric], list[float], dict[str, Any]]:
-    """Time ``loop`` as ``scenario`` asks; return (metrics, loss curve, details)."""
+    """Time ``loop`` as ``scenario`` asks; return (metrics, loss curve, details).
+
+    With a ``pacer`` (or one installed by :func:`pace_rounds`), each timed round waits for it.
+    """
+    pacer = pacer or _installed_pacer
     losses: list[float] = []
     handles = [loop.step() for _ in range(scenario.warmup_steps)]
     loop.sync()
@@ -86,6 +143,8 @@ def measure(
         if event_timer is not None:
             event_timer.start_round()
         loop.sync()
+        if pacer is not None:
+            pacer.wait()
         start = time.perf_counter()
         for _ in range(scenario.steps_per_round):
             handles.append(loop.step())
@@ -97,6 +156,8 @@ def measure(
         elapsed = time.perf_counter() - start
         round_seconds.append(elapsed)
         round_throughput.append(loop.samples_per_step * scenario.steps_per_round / elapsed)
+        if pacer is not None:
+            pacer.report(elapsed, round_throughput[-1])
         if event_timer is not None:
             step_seconds += event_timer.step_seconds()
         elif synchronous:
@@ -110,6 +171,8 @@ def measure(
                 f"loss {values[-1]:.4f}, step {len(losses)}/{scenario.total_steps}"
             )
 
+    if pacer is not None:
+        pacer.done()
     metrics = {
         "throughput": metric_from("throughput", round_throughput, "samples/s", HIGHER),
         "step_time": metric_from(

@@ -1,4 +1,6 @@
-"""The child process that trains: ``python -m pytest_dlperf.worker SCENARIO.json RESULT.json``.
+"""The child process that trains: ``python -m pytest_dlperf.worker SCENARIO.json RESULT.json [--paced]``.
+
+``--paced``: each timed round waits for the paired runner's signal (:mod:`pytest_dlperf.paired`).
 
 The parent has already put the scenario's environment (threads, OMP/KMP, CUDA
 variables) into this process's environment, so they are in force before the
@@ -91,7 +93,12 @@ def run(scenario: Scenario) -> TrainingResult:
 
 
 def main(argv: list[str]) -> int:
-    scenario_path, result_path = argv
+    paced = "--paced" in argv
+    scenario_path, result_path = [a for a in argv if a != "--paced"]
+    if paced:  # driven round by round by the paired runner (pytest_dlperf.paired)
+        from .measure import StdinPacer, pace_rounds
+
+        pace_rounds(StdinPacer())
     try:
         with open(scenario_path, encoding="utf-8") as fh:
             scenario = Scenario.from_dict(json.load(fh))

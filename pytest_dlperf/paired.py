@@ -1,0 +1,292 @@
+"""Paired, interleaved measurement: variants of a scenario take timed rounds in turn.
+
+A figure compared with a stored baseline carries the machine's drift between the two
+runs (12-43% on a shared 2-core VM); two variants measured back to back, round after
+round, share it. Each variant runs in ``processes`` persistent children (so one
+process's memory-layout luck cannot decide) that build and warm up once, then wait.
+The parent asks one child at a time for one timed round, in a balanced order: pair
+``i`` uses process ``i % processes`` of every variant, forwards in one block of pairs
+and backwards in the next (A0 B0 A1 B1 | B0 A0 B1 A1 | ...), so each variant and each
+process sits first and last equally often. Pair ``i``'s ratio is a variant's round
+throughput over the reference variant's (the first) in that same pair; the ratios go to
+:func:`pytest_dlperf.stats.paired_ratio`.
+
+The child is the ordinary training worker (``pytest_dlperf.worker``) started with
+``--paced``: :func:`pytest_dlperf.measure.measure` then waits for a ``go`` line on stdin
+before each timed round and reports the round on stdout behind ``ROUND_PREFIX``, and the
+child finishes (evaluation, result file) as it would alone. A variant may name another
+interpreter (``python``): the A/B mode runs the same scenario under a reference
+environment that needs only the framework (``PYTHONPATH`` makes this package importable).
+
+Every child of the group is resident at once: on a GPU their memory must fit together.
+A crash, hang or NaN in any child fails the group with that child's output, and every
+child's process group is killed whatever happens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from .measure import ROUND_PREFIX
+from .result import TrainingResult, metric_from
+from .runner import ScenarioFailed, _signal_reason, child_environment, kill_process_group, tail
+from .scenario import Scenario, ScenarioError
+from .stats import PairedRatio, paired_ratio
+
+GO = "go\n"
+DEFAULT_PROCESSES = 2
+#: Pairs when the caller gives none: the measurement behind this design used 20 (ratio 0.99-1.04 A/A).
+DEFAULT_PAIRS = 20
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One side of a comparison: a scenario, and the interpreter that runs it (None: this one)."""
+
+    scenario: Scenario
+    python: str | None = None
+    #: Distinguishes two variants with the same scenario label (the A/B mode's reference).
+    name: str = ""
+
+    @property
+    def key(self) -> str:
+        return self.name or self.scenario.label
+
+
+@dataclass
+class PairedResult:
+    """Each variant's merged result, and every other variant's paired ratio over the first."""
+
+    reference: str
+    results: dict[str, TrainingResult]
+    ratios: dict[str, PairedRatio]
+    #: The order the rounds were taken in: (variant key, process index) per round.
+    schedule: list[tuple[str, int]] = field(default_factory=list)
+
+    def ratio(self, key: str) -> PairedRatio:
+        try:
+            return self.ratios[key]
+        except KeyError:
+            raise KeyError(f"no paired ratio for {key!r}; variants: {sorted(self.ratios)}") from None
+
+
+def schedule(variants: int, processes: int, pairs: int) -> list[list[tuple[int, int]]]:
+    """Per pair, the (variant, process) rounds in the order they are taken."""
+    plan = []
+    for i in range(pairs):
+        process = i % processes
+        order = list(range(variants))
+        if (i // processes) % 2:
+            order.reverse()
+        plan.append([(v, process) for v in order])
+    return plan
+
+
+def pairs_for(requested: int, processes: int) -> int:
+    """``requested`` rounded up to whole blocks (2 x processes), so every process leads and trails equally."""
+    block = 2 * processes
+    return max(block, -(-requested // block) * block)
+
+
+class _PacedChild:
+    """One persistent training child: started, then driven one round at a time."""
+
+    def __init__(self, variant: Variant, index: int, rounds: int, workdir: Path,
+                 on_progress: Callable[[str], None] | None):
+        from .worker import PROGRESS_PREFIX
+
+        self.variant = variant
+        self.index = index
+        self.name = f"{variant.key}#{index}"
+        scenario = variant.scenario.replace(rounds=rounds)
+        stem = f"{variant.key}.p{index}".replace("/", "_")
+        self.scenario_path = workdir / f"{stem}.scenario.json"
+        self.result_path = workdir / f"{stem}.result.json"
+        self.log_path = workdir / f"{stem}.log"
+        self.scenario_path.write_text(scenario.to_json(), encoding="utf-8")
+        self.result_path.unlink(missing_ok=True)
+        self.scenario = scenario
+        command = [*scenario.launch_prefix, variant.python or sys.executable, "-m", "pytest_dlperf.worker",
+                   str(self.scenario_path), str(self.result_path), "--paced"]
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            command, env=child_environment(scenario), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self._log, start_new_session=True,
+        )
+        self.replies: queue.Queue[dict | None] = queue.Queue()
+        self._progress_prefix = PROGRESS_PREFIX
+        self._on_progress = on_progress
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            if line.startswith(ROUND_PREFIX):
+                try:
+                    self.replies.put(json.loads(line[len(ROUND_PREFIX):]))
+                except ValueError:
+                    pass
+                continue
+            self._log.write(raw)
+            self._log.flush()
+            if self._on_progress is not None and line.startswith(self._progress_prefix):
+                self._on_progress(f"{self.name}: {line[len(self._progress_prefix):]}")
+        self.replies.put(None)  # end of output: the child exited
+
+    def ready(self, timeout: float) -> None:
+        """Wait until the child has built its model and warmed up."""
+        try:
+            reply = self.replies.get(timeout=timeout)
+        except queue.Empty:
+            raise self.failure("timed out", f"not built and warmed up within {timeout:g} s") from None
+        if reply is None:
+            raise self.failure(*self._exit_reason())
+
+    def round(self, timeout: float) -> dict:
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(GO.encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # it died; the reply queue says so
+        try:
+            reply = self.replies.get(timeout=timeout)
+        except queue.Empty:
+            raise self.failure("timed out", f"no round reported within {timeout:g} s; every child was killed") from None
+        if reply is None:
+            raise self.failure(*self._exit_reason())
+        return reply
+
+    def _exit_reason(self) -> tuple[str, str]:
+        code = self.proc.wait()
+        error = self._error()
+        if error:
+            return error["reason"], f"{error['type']}: {error['message']}"
+        return "crashed", _signal_reason(code) if code < 0 else f"exited with status {code} before its round"
+
+    def _error(self) -> dict | None:
+        try:
+            payload = json.loads(self.result_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return payload.get("error")
+
+    def finish(self, timeout: float) -> TrainingResult:
+        """Close stdin, wait for the child to write its result and exit."""
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise self.failure("timed out", f"no result {timeout:g} s after its last round") from None
+        self._reader.join(timeout=5)
+        try:
+            payload = json.loads(self.result_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            payload = {}
+        if code == 0 and "result" in payload:
+            return TrainingResult.from_dict(payload["result"])
+        raise self.failure(*self._exit_reason())
+
+    def failure(self, reason: str, detail: str) -> ScenarioFailed:
+        self._log.flush()
+        return ScenarioFailed(f"{self.name} ({self.scenario.label})", reason, detail, tail(self.log_path))
+
+    def kill(self) -> None:
+        kill_process_group(self.proc.pid, grace=1.0)
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self._reader.join(timeout=2)
+        self._log.close()
+
+
+def run_paired(
+    variants: Sequence[Variant | Scenario],
+    pairs: int = DEFAULT_PAIRS,
+    processes: int = DEFAULT_PROCESSES,
+    workdir: Path | None = None,
+    on_progress: Callable[[str], None] | None = None,
+    settle_seconds: float = 0.0,
+    confidence: float = 0.95,
+) -> PairedResult:
+    """Measure ``variants`` interleaved; the first is the reference every ratio divides by.
+
+    ``pairs`` is rounded up to whole blocks of ``2 * processes``. ``settle_seconds`` pauses
+    between rounds, for runtimes whose idle threads keep spinning after a round (Intel
+    OpenMP's 200 ms KMP_BLOCKTIME) and would otherwise slow the next child.
+    """
+    variants = [v if isinstance(v, Variant) else Variant(v) for v in variants]
+    if len(variants) < 2:
+        raise ScenarioError(f"a paired run needs at least 2 variants, got {len(variants)}")
+    keys = [v.key for v in variants]
+    if len(set(keys)) != len(keys):
+        raise ScenarioError(f"paired variants need distinct labels (or names), got {keys}")
+    if processes < 1:
+        raise ScenarioError(f"processes={processes!r} must be >= 1 per variant")
+    pairs = pairs_for(pairs, processes)
+    workdir = Path(workdir or os.environ.get("TMPDIR", "/tmp")) / "paired"
+    workdir.mkdir(parents=True, exist_ok=True)
+    rounds_each = pairs // processes
+    children: list[list[_PacedChild]] = []
+    try:
+        for variant in variants:
+            children.append([_PacedChild(variant, p, rounds_each, workdir, on_progress) for p in range(processes)])
+        for group in children:  # no timed round while any child still builds or warms up
+            for child in group:
+                child.ready(child.scenario.timeout)
+        throughput: list[list[float | None]] = [[None] * pairs for _ in variants]
+        order: list[tuple[str, int]] = []
+        for i, pair in enumerate(schedule(len(variants), processes, pairs)):
+            for v, p in pair:
+                child = children[v][p]
+                reply = child.round(child.scenario.timeout)
+                throughput[v][i] = float(reply["samples_per_second"])
+                order.append((keys[v], p))
+                if settle_seconds:
+                    time.sleep(settle_seconds)
+        per_variant = [[c.finish(c.scenario.timeout) for c in group] for group in children]
+    finally:
+        for group in children:
+            for child in group:
+                child.kill()
+    results = {keys[v]: merge(per_variant[v], throughput[v], processes) for v in range(len(variants))}
+    ratios = {keys[v]: paired_ratio([t for t in throughput[v] if t is not None],
+                                    [t for t in throughput[0] if t is not None], confidence)
+              for v in range(1, len(variants))}
+    return PairedResult(keys[0], results, ratios, order)
+
+
+def merge(results: Sequence[TrainingResult], pair_throughput: Sequence[float | None], processes: int) -> TrainingResult:
+    """One variant's processes as one result: throughput per round in pair order, the first process's
+    loss curve and environment, the largest memory peaks, every step time."""
+    first = results[0]
+    metrics = dict(first.metrics)
+    metrics["throughput"] = metric_from("throughput", [t for t in pair_throughput if t is not None],
+                                        first.throughput.unit, first.throughput.direction)
+    for name, metric in first.metrics.items():
+        if name == "throughput":
+            continue
+        samples = [s for r in results if name in r.metrics for s in r.metrics[name].samples]
+        if "memory" in name:
+            samples = [max(samples)]
+        metrics[name] = metric_from(name, samples, metric.unit, metric.direction)
+    details = dict(first.details)
+    details["paired"] = {"processes": processes, "rounds": len(metrics["throughput"].samples),
+                         "process_losses": [r.losses for r in results]}
+    scenario = first.scenario.replace(rounds=len(metrics["throughput"].samples))
+    return TrainingResult(scenario, metrics, list(first.losses), dict(first.environment), details)
