@@ -4,10 +4,11 @@ The seed trains ResNet-50 (tf_cnn_benchmarks, synthetic data, NHWC) on an 18-cor
 2-socket Xeon and reaches 6x over the default with intel-tensorflow, OMP/KMP settings
 and ``numactl --interleave=all``. A 2-core CI machine cannot show 6x, so no fixed
 speedup is asserted: each setting's speedup over the default configuration measured
-in this same session is recorded as a ``speedup`` metric and held against this
-machine's baseline (``--update-baselines`` records it), and a setting that makes
-training slower is reported as slower (a SlowdownWarning and a
-``dlperf.<setting>.slower_than_default`` property), never passed off as a gain.
+in this same session, round by round (a paired group: pytest_dlperf.paired), is recorded
+as a ``speedup`` metric with its interval and held against this machine's baseline
+(``--update-baselines`` records it), and a setting that makes training slower is
+reported as slower (a SlowdownWarning and a ``dlperf.<setting>.slower_than_default``
+property), never passed off as a gain.
 """
 
 from __future__ import annotations
@@ -17,25 +18,27 @@ import warnings
 import pytest
 
 from pytest_dlperf import tuning
+from pytest_dlperf.stats import SLOWER, decide
 
 MODEL = "resnet50"  # the seed's model
-SMOKE = dict(image_size=32, batch_size=8, warmup_steps=2, rounds=5, steps_per_round=2)
+SMOKE = dict(image_size=32, batch_size=8, warmup_steps=2, steps_per_round=4)
 FRAMEWORKS = [pytest.param(fw, marks=pytest.mark.framework(fw), id=fw) for fw in ("torch", "tensorflow", "mxnet")]
 
-#: The default configuration's result per (framework, profile), measured once per session.
-_defaults: dict[tuple[str, str], object] = {}
+#: Every setting of a framework, measured once per session as one paired group with the default.
+_groups: dict[tuple[str, str], object] = {}
 
 
-def _base(dlperf, framework):
-    shapes = SMOKE if dlperf.profile == "smoke" else {}
-    return dlperf.scenario(framework, MODEL, **shapes)
-
-
-def _default(dlperf, base):
-    key = (base.framework, dlperf.profile)
-    if key not in _defaults:
-        _defaults[key] = dlperf.run(tuning.seed_003_settings(base.framework)[0].apply(base))
-    return _defaults[key]
+def _group(dlperf, framework):
+    """The default and every runnable setting, interleaved round by round (pytest_dlperf.paired):
+    each setting's speedup is the paired ratio of its rounds over the default's rounds of the
+    same pair, so drift of the machine between runs cancels."""
+    key = (framework, dlperf.profile)
+    if key not in _groups:
+        base = dlperf.scenario(framework, MODEL, **(SMOKE if dlperf.profile == "smoke" else {}))
+        variants = [s.apply(base) for s in tuning.seed_003_settings(framework) if not s.skip_reason]
+        _groups[key] = dlperf.run_paired(*variants, record=False,
+                                         settle_seconds=tuning.group_settle_seconds(framework))
+    return _groups[key]
 
 
 def _assert_applied(setting, run):
@@ -48,34 +51,27 @@ def _assert_applied(setting, run):
         assert run.environment["intra_op_threads"] == setting.intra_op_threads
 
 
-#: Thread and OpenMP-wait settings on a small shared VM swing from run to run far more than plain
-#: throughput does, and a speedup is the ratio of two such figures (quiet A/A runs on 2 cores: torch
-#: intra_inter_threads 1.36x then 0.78x; MXNet numactl_interleave 1.65x then 0.79x), so these figures
-#: are held at 75%: a setting that makes training four times slower still fails.
-@pytest.mark.tolerance(0.75)
 @pytest.mark.parametrize("name", tuning.SETTING_NAMES)
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_cpu_setting_against_default(dlperf, framework, name, request):
-    base = _base(dlperf, framework)
     setting = {s.name: s for s in tuning.seed_003_settings(framework)}[name]
     if setting.skip_reason:
         pytest.skip(f"{name}: {setting.skip_reason}")
     request.node.user_properties.append((f"dlperf.{name}.settings", setting.summary()))
     request.node.user_properties.append(("dlperf.topology", tuning.topology().describe()))
-    default = _default(dlperf, base)
+    group = _group(dlperf, framework)
+    run = dlperf.record(group.results[name])
     if name == "default":
-        dlperf.check(default)
+        dlperf.check(run)
         return
 
-    run = dlperf.run(setting.apply(base))
     _assert_applied(setting, run)
-    reference = default.throughput.value
-    dlperf.metric(name, "speedup", run.speedup_samples_over(default), "x")
-    judgement = tuning.judge(run.throughput.samples, default.throughput.samples)
-    request.node.user_properties.append((f"dlperf.{name}.judgement", judgement.describe()))
-    if judgement.slower:
-        request.node.user_properties.append((f"dlperf.{name}.slower_than_default", f"{judgement.speedup:.3f}"))
+    ratio = group.ratio(name)
+    dlperf.speedup(name, ratio)
+    effect = tuning.describe_effect(ratio)
+    request.node.user_properties.append((f"dlperf.{name}.judgement", effect))
+    if decide(ratio, tuning.EFFECT_THRESHOLD) == SLOWER:
+        request.node.user_properties.append((f"dlperf.{name}.slower_than_default", f"{ratio.estimate:.3f}"))
         warnings.warn(tuning.SlowdownWarning(
-            f"{framework} {name} ({setting.summary()}) is SLOWER than the default: {judgement.describe()}, "
-            f"{run.throughput.value:.1f} vs {reference:.1f} img/s"), stacklevel=1)
+            f"{framework} {name} ({setting.summary()}) is SLOWER than the default: {effect}"), stacklevel=1)
     dlperf.check(run)

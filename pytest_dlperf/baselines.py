@@ -64,8 +64,10 @@ def split_entry_key(key: str) -> tuple[str, str, str]:
 
 def record_for(metric: Metric, software: Mapping[str, Any]) -> dict[str, Any]:
     s = summarize(metric.samples)
+    paired = {"interval": list(metric.interval)} if metric.interval is not None else {}
     return {
-        "value": s.median,
+        **paired,
+        "value": metric.value,
         "unit": metric.unit,
         "direction": metric.direction,
         "n": s.n,

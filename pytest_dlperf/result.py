@@ -20,6 +20,9 @@ class Metric:
     samples: tuple[float, ...]
     unit: str
     direction: str = HIGHER
+    #: A paired comparison's estimate and confidence interval (``stats.PairedRatio``); None for plain samples.
+    estimate: float | None = None
+    interval: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         if self.direction not in (HIGHER, LOWER):
@@ -27,6 +30,8 @@ class Metric:
         if not self.samples:
             raise ValueError(f"metric {self.name!r} has no samples")
         object.__setattr__(self, "samples", tuple(float(s) for s in self.samples))
+        if self.interval is not None:
+            object.__setattr__(self, "interval", (float(self.interval[0]), float(self.interval[1])))
 
     @property
     def summary(self) -> Summary:
@@ -34,14 +39,19 @@ class Metric:
 
     @property
     def value(self) -> float:
-        return self.summary.median
+        return self.estimate if self.estimate is not None else self.summary.median
 
     def to_dict(self) -> dict[str, Any]:
-        return {"samples": list(self.samples), "unit": self.unit, "direction": self.direction}
+        data: dict[str, Any] = {"samples": list(self.samples), "unit": self.unit, "direction": self.direction}
+        if self.interval is not None:
+            data.update(estimate=self.estimate, interval=list(self.interval))
+        return data
 
     @classmethod
     def from_dict(cls, name: str, data: Mapping[str, Any]) -> "Metric":
-        return cls(name=name, samples=tuple(data["samples"]), unit=data["unit"], direction=data["direction"])
+        interval = data.get("interval")
+        return cls(name=name, samples=tuple(data["samples"]), unit=data["unit"], direction=data["direction"],
+                   estimate=data.get("estimate"), interval=tuple(interval) if interval else None)
 
     def __str__(self) -> str:
         s = self.summary
@@ -123,3 +133,9 @@ class TrainingResult:
 
 def metric_from(name: str, samples: Sequence[float], unit: str, direction: str = HIGHER) -> Metric:
     return Metric(name=name, samples=tuple(samples), unit=unit, direction=direction)
+
+
+def paired_metric(name: str, ratio: Any) -> Metric:
+    """A ratio measured in pairs (``stats.PairedRatio``): per-pair ratios as samples, with estimate and interval."""
+    return Metric(name=name, samples=tuple(ratio.ratios), unit="x", direction=HIGHER,
+                  estimate=ratio.estimate, interval=(ratio.low, ratio.high))

@@ -14,10 +14,12 @@ from . import markers
 from .baselines import BaselineFileError, BaselineStore, entry_key, split_entry_key
 from .devicelock import DeviceLockTimeout, device_lock, visible_gpus
 from .profiles import scenario_for
-from .result import HIGHER, Metric, TrainingResult, metric_from
+from .paired import DEFAULT_PROCESSES, PairedResult, Variant, run_paired
+from .result import HIGHER, Metric, TrainingResult, metric_from, paired_metric
 from .runner import ScenarioFailed, run_scenario
 from .scenario import Scenario, ScenarioError
 from .settings import Settings
+from .stats import SLOWER, PairedRatio, decide
 from .verdict import MISSING, REGRESSION, UPDATED, Verdict, compare, failure_message
 
 #: Metrics compared with baselines. The rest are recorded (JUnit, baselines on update) but not judged:
@@ -46,6 +48,8 @@ class DlperfSession:
         self.written: list[Path] = []
         self.collected: set[str] = set()
         self.filtered = False
+        #: A/B mode: (test, label, candidate/reference ratio, decision) per scenario.
+        self.ab_outcomes: list[tuple[str, str, PairedRatio, str]] = []
 
     def start(self) -> None:
         try:
@@ -112,7 +116,14 @@ class DlperfRun:
         return make_launcher(settings.launcher, settings.hostfile)
 
     def run(self, scenario: Scenario) -> TrainingResult:
-        """Train ``scenario`` in a child process; a crash or hang fails this test only."""
+        """Train ``scenario`` in a child process; a crash or hang fails this test only.
+
+        In A/B mode (``--dlperf-reference``) the scenario also runs under the reference
+        interpreter, interleaved with this one (:meth:`run_paired`), and the test fails
+        when this environment is slower than the A/B threshold.
+        """
+        if self._session.settings.reference:
+            return self._run_ab(scenario)
         sink = self._session.progress_sink()
         on_progress = (lambda text: sink(scenario.label, text)) if sink else None
         problem = ""
@@ -125,6 +136,79 @@ class DlperfRun:
             problem = f"scenario {scenario.label!r} not run: {exc}"
         if problem:  # failed outside the handler, so pytest shows the report alone, not a chain
             pytest.fail(problem, pytrace=False)
+        return self.record(result)
+
+    def run_paired(self, *variants: Scenario | Variant, pairs: int | None = None,
+                   processes: int | None = None, settle_seconds: float = 0.0, record: bool = True) -> PairedResult:
+        """Train ``variants`` interleaved (:mod:`pytest_dlperf.paired`); the first is the reference.
+
+        Every variant's merged result is recorded like :meth:`run`'s (``record=False``: the caller
+        records each with :meth:`record`, e.g. one test per variant of a shared group); each other variant's
+        ratio over the first is in ``.ratios`` (give it to :meth:`speedup`). The device lock
+        is held for the whole group.
+        """
+        settings = self._session.settings
+        first = variants[0].scenario if isinstance(variants[0], Variant) else variants[0]
+        if processes is None:
+            processes = settings.processes or (1 if first.device == "cuda" else DEFAULT_PROCESSES)
+        sink = self._session.progress_sink()
+        on_progress = (lambda text: sink("paired", text)) if sink else None
+        problem = ""
+        try:
+            with self._exclusive_devices(first):
+                paired = run_paired(list(variants), pairs=pairs or settings.pairs, processes=processes,
+                                    workdir=self._workdir, on_progress=on_progress, settle_seconds=settle_seconds)
+        except ScenarioFailed as exc:
+            problem = exc.report()
+        except ScenarioError as exc:
+            problem = f"{self._item.nodeid}: bad paired run: {exc}"
+        except DeviceLockTimeout as exc:
+            problem = f"paired scenarios {[getattr(v, 'label', v) for v in variants]!r} not run: {exc}"
+        if problem:
+            pytest.fail(problem, pytrace=False)
+        for key, result in paired.results.items():
+            if record and (key != paired.reference or not settings.reference):
+                self.record(result)
+        props = self._item.user_properties
+        for key, ratio in paired.ratios.items() if record else ():
+            props.append((f"dlperf.{key}.paired_ratio", f"{ratio.estimate:.6g}"))
+            props.append((f"dlperf.{key}.paired_interval", f"{ratio.low:.6g} {ratio.high:.6g}"))
+            props.append((f"dlperf.{key}.paired_over", paired.reference))
+            props.append((f"dlperf.{key}.pairs", str(ratio.n)))
+        return paired
+
+    def speedup(self, label: str, ratio: PairedRatio) -> Metric:
+        """A paired ratio as the derived ``speedup`` metric: per-pair ratios, estimate and interval
+        go to the baselines and are judged by ``check`` with the other figures."""
+        metric = paired_metric("speedup", ratio)
+        self._add_derived(label, metric)
+        return metric
+
+    def _run_ab(self, scenario: Scenario) -> TrainingResult:
+        settings = self._session.settings
+        reference = Variant(scenario, python=settings.reference, name=f"{scenario.label}@reference")
+        paired = self.run_paired(reference, Variant(scenario))
+        result = paired.results[scenario.label]
+        ratio = paired.ratio(scenario.label)
+        verdict = decide(ratio, settings.ab_threshold)
+        ref_software = software_of(paired.results[reference.key])
+        props = self._item.user_properties
+        props.append((f"dlperf.{scenario.label}.ab_ratio", f"{ratio.estimate:.6g}"))
+        props.append((f"dlperf.{scenario.label}.ab_interval", f"{ratio.low:.6g} {ratio.high:.6g}"))
+        props.append((f"dlperf.{scenario.label}.ab_verdict", verdict))
+        props.append((f"dlperf.{scenario.label}.reference_software",
+                      " ".join(f"{k}={v}" for k, v in ref_software.items())))
+        self._session.ab_outcomes.append((self._item.nodeid, scenario.label, ratio, verdict))
+        if verdict == SLOWER:
+            stacks = (f"candidate {_stack(software_of(result))} vs reference {_stack(ref_software)}")
+            pytest.fail(f"A/B slower: {scenario.label} throughput candidate/reference {ratio.describe()}, "
+                        f"beyond the {settings.ab_threshold:.0%} threshold; {stacks}\n"
+                        f"reference interpreter: {settings.reference}", pytrace=False)
+        return result
+
+    def record(self, result: TrainingResult) -> TrainingResult:
+        """Add a result's figures to this test's report (``run`` does it for its own results)."""
+        scenario = result.scenario
         self._results.append(result)
         props = self._item.user_properties
         props.append(("dlperf.hardware", result.environment.get("hardware_key", "")))
@@ -152,13 +236,19 @@ class DlperfRun:
     def metric(self, label: str, name: str, samples: Sequence[float], unit: str, direction: str = HIGHER) -> Metric:
         """A derived figure (a speedup, a scaling efficiency) checked with the others by ``check``."""
         metric = metric_from(name, samples, unit, direction)
+        self._add_derived(label, metric)
+        return metric
+
+    def _add_derived(self, label: str, metric: Metric) -> None:
+        name, unit, direction = metric.name, metric.unit, metric.direction
         self._derived.append((label, metric))
         props = self._item.user_properties
         props.append((f"dlperf.{label}.{name}", f"{metric.value:.6g}"))
         props.append((f"dlperf.{label}.{name}.iqr", f"{metric.summary.iqr:.6g}"))
         props.append((f"dlperf.{label}.{name}.unit", unit))
         props.append((f"dlperf.{label}.{name}.direction", direction))
-        return metric
+        if metric.interval is not None:
+            props.append((f"dlperf.{label}.{name}.interval", f"{metric.interval[0]:.6g} {metric.interval[1]:.6g}"))
 
     def check(self, *results: TrainingResult, tolerance: float | None = None) -> list[Verdict]:
         """Compare every checked metric with this machine's baseline; fail on a regression.
@@ -202,6 +292,10 @@ class DlperfRun:
     @property
     def missing(self) -> list[Verdict]:
         return [v for v in self._session.verdicts if v.test == self._item.nodeid and v.status == MISSING]
+
+
+def _stack(software: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in software.items()) or "unknown software"
 
 
 def _hardware_record(result: TrainingResult) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any, Callable, NamedTuple
 import pytest
 
 from .environment import gpus
+from .paired import DEFAULT_PAIRS, DEFAULT_PROCESSES
 from .scenario import PROFILES
 
 #: From bench/verdict_power.py: on an H100 (full profile) 5% caught an injected 10% slowdown 10/10 times with
@@ -22,6 +23,8 @@ from .scenario import PROFILES
 #: effect); 10% is the smoke default for quiet CPU runners, noisy shared ones widen it (DLPERF_TOLERANCE, README).
 DEFAULT_TOLERANCE = {"smoke": 0.10, "full": 0.05}
 DEFAULT_TIMEOUT = {"smoke": 600.0, "full": 1800.0}
+#: A/B mode fails a test when candidate/reference throughput is below 1 - this, with an interval excluding 1.
+DEFAULT_AB_THRESHOLD = 0.05
 
 
 def _positive_float(text: str) -> float:
@@ -61,6 +64,17 @@ def _launcher(text: str) -> str:
     return text
 
 
+def _interpreter(text: str) -> str:
+    import shutil
+
+    path = shutil.which(text) or text
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an executable Python interpreter; give the reference environment's python, "
+            "e.g. /opt/venvs/torch-2.13/bin/python")
+    return os.path.abspath(path)
+
+
 def _profile(text: str) -> str:
     if text not in ("auto", *PROFILES):
         raise argparse.ArgumentTypeError(f"{text!r} is not a profile; use auto, {', '.join(PROFILES)}")
@@ -84,6 +98,17 @@ OPTIONS: list[tuple[str, str, str, Callable[[str], Any], str]] = [
      "the last three read --dlperf-hostfile"),
     ("--dlperf-hostfile", "dlperf_hostfile", "dlperf_hostfile", str,
      "hosts for the ssh/mpi/slurm launchers: one [user@]host[:port] [slots=N] per line"),
+    ("--dlperf-pairs", "dlperf_pairs", "dlperf_pairs", _positive_int,
+     f"interleaved pairs of rounds in a paired comparison (default {DEFAULT_PAIRS}; rounded up to whole "
+     "blocks of 2 x processes)"),
+    ("--dlperf-processes", "dlperf_processes", "dlperf_processes", _positive_int,
+     f"persistent processes per variant in a paired comparison (default {DEFAULT_PROCESSES} on CPU, 1 on GPU, "
+     "where every process's memory must fit at once)"),
+    ("--dlperf-reference", "dlperf_reference", "dlperf_reference", _interpreter,
+     "A/B mode: the python of a reference environment (e.g. a venv with the previous framework release); "
+     "every scenario also runs there, interleaved, and the test fails when this environment is slower"),
+    ("--dlperf-ab-threshold", "dlperf_ab_threshold", "dlperf_ab_threshold", _tolerance,
+     f"A/B mode: slowdown of candidate vs reference throughput that fails a test (default {DEFAULT_AB_THRESHOLD})"),
     ("--dlperf-timeout", "dlperf_timeout", "dlperf_timeout", _positive_float,
      "seconds one scenario may run before its child is killed "
      f"(default {DEFAULT_TIMEOUT['smoke']:g} smoke, {DEFAULT_TIMEOUT['full']:g} full)"),
@@ -109,6 +134,11 @@ class Settings(NamedTuple):
     timeout: float
     launcher: str
     hostfile: Path | None
+    pairs: int = DEFAULT_PAIRS
+    #: None: the default for the device (DEFAULT_PROCESSES on CPU, 1 on GPU).
+    processes: int | None = None
+    reference: str | None = None
+    ab_threshold: float = DEFAULT_AB_THRESHOLD
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> "Settings":
@@ -163,4 +193,8 @@ class Settings(NamedTuple):
             tolerance=values["dlperf_tolerance"] or DEFAULT_TOLERANCE[profile],
             rounds=values["dlperf_rounds"],
             timeout=values["dlperf_timeout"] or DEFAULT_TIMEOUT[profile],
+            pairs=values["dlperf_pairs"] or DEFAULT_PAIRS,
+            processes=values["dlperf_processes"],
+            reference=values["dlperf_reference"],
+            ab_threshold=values["dlperf_ab_threshold"] or DEFAULT_AB_THRESHOLD,
         )

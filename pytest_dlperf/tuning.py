@@ -25,13 +25,10 @@ from typing import Any, Mapping, Sequence
 
 from .environment import numa_nodes, physical_cores, usable_cpus
 from .scenario import INSTALL_HINTS, Scenario
-from .stats import mann_whitney_p, median
-from .verdict import ALPHA, rank_test_can_decide
+from .stats import FASTER, SAME, SLOWER, PairedRatio, decide
 
 #: Library file prefixes of the OpenMP runtimes a framework wheel may ship or load.
 OPENMP_LIBRARIES = {"intel": "libiomp5", "llvm": "libomp", "gnu": "libgomp"}
-#: Speedups within this margin of 1.0 are "no effect", whatever the rank test says.
-NO_EFFECT_MARGIN = 0.02
 
 
 class SlowdownWarning(UserWarning):
@@ -196,35 +193,22 @@ def seed_003_settings(
     ]
 
 
-@dataclass(frozen=True)
-class SpeedupJudgement:
-    """A setting's throughput against the default's: the speedup and whether it is real."""
-
-    speedup: float
-    p_value: float | None
-    slower: bool
-    faster: bool
-
-    def describe(self) -> str:
-        p = f", p={self.p_value:.3f}" if self.p_value is not None else ""
-        kind = "slower than default" if self.slower else "faster than default" if self.faster else "no clear effect"
-        return f"{self.speedup:.2f}x default ({kind}{p})"
+#: A setting is called slower (or faster) than the default when the paired speedup is beyond this
+#: and its interval excludes 1.0 (``stats.decide``, the rule the A/B mode uses too).
+EFFECT_THRESHOLD = 0.05
 
 
-def judge(setting: Sequence[float], default: Sequence[float], alpha: float = ALPHA,
-          margin: float = NO_EFFECT_MARGIN) -> SpeedupJudgement:
-    """Median speedup of ``setting`` over ``default`` throughput samples, and its significance.
+def describe_effect(ratio: PairedRatio) -> str:
+    """``0.91x [0.89, 0.93] (95% CI, 20 pairs) default: slower than default``."""
+    kind = {SLOWER: "slower than default", FASTER: "faster than default", SAME: "no clear effect"}
+    return f"{ratio.describe()} over default: {kind[decide(ratio, EFFECT_THRESHOLD)]}"
 
-    Slower (or faster) means beyond ``margin`` of 1.0 *and*, where the sample counts let the
-    Mann-Whitney rank test reach ``alpha`` (as in verdicts), distinguishable by it.
-    """
-    if not setting or not default:
-        raise ValueError("judge needs throughput samples for both the setting and the default")
-    speedup = median(setting) / median(default)
-    p = mann_whitney_p(setting, default) if rank_test_can_decide(len(setting), len(default)) else None
-    significant = p is None or p < alpha
-    return SpeedupJudgement(speedup, p, slower=speedup < 1 - margin and significant,
-                            faster=speedup > 1 + margin and significant)
+
+def group_settle_seconds(framework: str) -> float:
+    """Pause between a paired group's rounds: Intel OpenMP's idle threads spin for KMP_BLOCKTIME
+    (200 ms by default) after a round and would slow the next child; GNU/LLVM runtimes spin
+    for well under a millisecond."""
+    return 0.25 if openmp_runtime_of(framework) == "intel" else 0.0
 
 
 def format_table(rows: Sequence[tuple[str, str, float, float | None]]) -> list[str]:
