@@ -29,6 +29,16 @@ false-alarm rate is above 0 or the detection rate below 100% at the tolerance us
     python bench/verdict_power.py --trials 20 --save verdict_power.json
     python bench/verdict_power.py --load verdict_power.json --tolerance 0.10   # re-decide, no training
     python bench/verdict_power.py --device cuda --profile full                 # 10% slowdown on the GPU
+    python bench/verdict_power.py --paired --trials 20                          # the paired mode, below
+
+``--paired``: the A/B and ratio claims' mechanism instead (``pytest_dlperf.paired``). Each trial is
+one interleaved group of four variants of the same scenario, each in ``--processes`` persistent
+children: the reference, an unchanged copy (A/A), and two copies whose every step is slowed by
+5% and 10% of its own duration (``bench/slowed_worker.py``: a host busy-wait, real work in the
+step). Each copy's paired ratio over the reference is decided by ``stats.decide`` at
+``--threshold`` (default 5%, the A/B default): a false alarm is an A/A "slower", a detection a
+slowed copy's "slower". The cost of a paired comparison is set against two sequential runs of
+the same scenario (``runner.run_scenario``), timed once at the start.
 """
 
 from __future__ import annotations
@@ -286,6 +296,73 @@ def report(args: argparse.Namespace, trials: Sequence[Trial], describe: str, loa
     return 0 if ok else 1
 
 
+# ---------------------------------------------------------------- paired mode
+
+PAIRED_VARIANTS = (("aa", 0.0), ("slowed_5", 0.05), ("slowed_10", 0.10))
+
+
+def paired_trials(args: argparse.Namespace, s: Scenario, describe: str) -> dict[str, Any]:
+    from pytest_dlperf.paired import Variant, run_paired
+    from pytest_dlperf.runner import run_scenario
+    from pytest_dlperf.stats import decide
+
+    bench = str(Path(__file__).resolve().parent)
+    workdir = Path(tempfile.mkdtemp(prefix="dlperf-paired-power-"))
+    start = time.perf_counter()
+    for label in ("seq_a", "seq_b"):
+        run_scenario(s.replace(label=label), workdir)
+    sequential_s = time.perf_counter() - start
+    print(f"two sequential runs of the scenario: {sequential_s:.1f} s", flush=True)
+    variants = [Variant(s.replace(label="reference"))]
+    for label, slowdown in PAIRED_VARIANTS:
+        variants.append(Variant(s.replace(label=label, env={**s.env, "DLPERF_BENCH_SLOWDOWN": str(slowdown),
+                                                            "PYTHONPATH": bench}),
+                                module="slowed_worker"))
+    trials = []
+    for t in range(args.trials):
+        start = time.perf_counter()
+        group = run_paired(variants, pairs=args.pairs, processes=args.processes, workdir=workdir / f"t{t}")
+        wall = time.perf_counter() - start
+        row = {"wall_s": wall, "load": os.getloadavg()[0]}
+        for label, _ in PAIRED_VARIANTS:
+            ratio = group.ratio(label)
+            row[label] = {**ratio.to_dict(), "decision": decide(ratio, args.threshold)}
+        trials.append(row)
+        if args.save:  # after every trial, so a long run interrupted keeps what it measured
+            args.save.write_text(json.dumps({"describe": describe, "sequential_s": sequential_s, "trials": trials,
+                                             "threshold": args.threshold, "pairs": args.pairs,
+                                             "processes": args.processes}, indent=1))
+        print(f"trial {t + 1}/{args.trials} ({wall:.0f} s, load {row['load']:.2f}): " + "; ".join(
+            f"{label} {group.ratio(label).describe()} -> {row[label]['decision']}" for label, _ in PAIRED_VARIANTS),
+            flush=True)
+    return {"sequential_s": sequential_s, "trials": trials, "threshold": args.threshold,
+            "pairs": args.pairs, "processes": args.processes}
+
+
+def paired_report(data: dict[str, Any], describe: str) -> int:
+    from pytest_dlperf.stats import SLOWER
+
+    trials = data["trials"]
+    n = len(trials)
+    print(f"\npaired mode: {describe}; {data['pairs']} pairs, {data['processes']} processes per variant, "
+          f"threshold {data['threshold']:.0%}, {n} trials")
+    print(f"{'variant':<10} {'injected':>8} {'called slower':>13} {'median ratio':>12} {'ratio range':>15} "
+          f"{'median CI width':>15}")
+    for label, slowdown in PAIRED_VARIANTS:
+        est = [t[label]["estimate"] for t in trials]
+        width = [t[label]["high"] - t[label]["low"] for t in trials]
+        slower = sum(t[label]["decision"] == SLOWER for t in trials)
+        print(f"{label:<10} {slowdown:>8.0%} {slower:>6}/{n:<6} {statistics.median(est):>12.3f} "
+              f"{min(est):>7.3f}-{max(est):<7.3f} {statistics.median(width):>15.3f}")
+    wall = statistics.median(t["wall_s"] for t in trials)
+    per_comparison = wall / len(PAIRED_VARIANTS)
+    print(f"cost: one trial (4 variants) {wall:.0f} s, i.e. {per_comparison:.0f} s per comparison against "
+          f"{data['sequential_s']:.0f} s for two sequential runs ({per_comparison / data['sequential_s']:.1f}x)")
+    false_alarms = sum(t["aa"]["decision"] == SLOWER for t in trials)
+    caught = sum(t["slowed_10"]["decision"] == SLOWER for t in trials)
+    return 0 if false_alarms == 0 and caught == n else 1
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=10, help="trials (each: baseline, A/A, injected)")
@@ -302,6 +379,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--calls", type=int, default=2000, help="compare() calls timed for the verdict cost")
     parser.add_argument("--save", type=Path, help="write the measured samples here (JSON)")
     parser.add_argument("--load", type=Path, help="decide on samples saved earlier instead of training")
+    parser.add_argument("--paired", action="store_true", help="the paired, interleaved mode (see above)")
+    parser.add_argument("--pairs", type=int, default=20, help="paired mode: pairs of rounds per trial")
+    parser.add_argument("--processes", type=int, default=2, help="paired mode: processes per variant")
+    parser.add_argument("--threshold", type=float, default=0.05, help="paired mode: decision threshold")
     args = parser.parse_args(argv)
     if args.trials < 1:
         parser.error("--trials must be at least 1")
@@ -309,6 +390,19 @@ def main(argv: list[str]) -> int:
     args.inject = args.inject or ("matmul" if args.device == "cuda" else "spin")
     if args.device == "cuda" and args.inject == "spin":
         parser.error("--inject spin cannot slow an asynchronous GPU step; use matmul")
+
+    if args.paired:
+        if args.load:
+            data = json.loads(args.load.read_text())
+            return paired_report(data, data["describe"] + f" (loaded from {args.load})")
+        overrides = {k: v for k, v in (("steps_per_round", args.steps_per_round),) if v}
+        s = scenario_for(args.profile, "torch", args.model, device=args.device, **overrides)
+        describe = (f"{s.model} {s.precision} batch {s.batch_size} {s.image_size}px, {s.steps_per_round}-step rounds, "
+                    f"{s.device}, {os.cpu_count()} CPUs")
+        data = {"describe": describe, **paired_trials(args, s, describe)}
+        if args.save:
+            args.save.write_text(json.dumps(data, indent=1))
+        return paired_report(data, describe)
 
     loads = [os.getloadavg()[0]]
     if args.load:

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_dlperf.settings import DEFAULT_AB_THRESHOLD as AB_THRESHOLD
+from pytest_dlperf.stats import SLOWER, decide
+
 pytestmark = pytest.mark.framework("tensorflow")
 
 MIN_AMP_SPEEDUP = 1.8
@@ -30,20 +33,21 @@ def assert_trained(*runs):
 @pytest.mark.precision("fp32", "amp_fp16")
 def test_amp_fp16_is_at_least_1_8x_fp32_on_gpu(dlperf):
     base = dlperf.scenario("tensorflow", "resnet50", batch_size=SEED_FP32_BATCH)
-    fp32 = dlperf.run(base.replace(precision="fp32"))
-    same_batch = dlperf.run(base.replace(precision="amp_fp16", label=f"amp_fp16_b{SEED_FP32_BATCH}"))
-    seed_batch = dlperf.run(base.replace(precision="amp_fp16", batch_size=SEED_FP16_BATCH,
-                                         label=f"amp_fp16_b{SEED_FP16_BATCH}"))
-    for run in (same_batch, seed_batch):
-        dlperf.metric(f"{run.label}_vs_fp32", "speedup", run.speedup_samples_over(fp32), "x")
+    labels = (f"amp_fp16_b{SEED_FP32_BATCH}", f"amp_fp16_b{SEED_FP16_BATCH}")
+    paired = dlperf.run_paired(base.replace(precision="fp32"),
+                               base.replace(precision="amp_fp16", label=labels[0]),
+                               base.replace(precision="amp_fp16", batch_size=SEED_FP16_BATCH, label=labels[1]))
+    fp32, same_batch, seed_batch = (paired.results[k] for k in ("fp32", *labels))
+    for label in labels:
+        dlperf.speedup(f"{label}_vs_fp32", paired.ratio(label))
     dlperf.check(fp32, same_batch, seed_batch)
 
     assert_trained(fp32, same_batch, seed_batch)
     for run in (same_batch, seed_batch):
         assert run.details["final_loss_scale"], f"{run.label}: no loss scale reported for fp16"
-        speedup = run.speedup_over(fp32)
-        assert speedup >= MIN_AMP_SPEEDUP, (
-            f"resnet50 {run.label} is {speedup:.2f}x fp32 ({run.throughput.value:.0f} vs "
+        ratio = paired.ratio(run.label)
+        assert ratio.estimate >= MIN_AMP_SPEEDUP, (
+            f"resnet50 {run.label} is {ratio.describe()} fp32 (paired rounds; {run.throughput.value:.0f} vs "
             f"{fp32.throughput.value:.0f} img/s), the claim is >= {MIN_AMP_SPEEDUP}x"
         )
 
@@ -52,16 +56,17 @@ def test_amp_fp16_is_at_least_1_8x_fp32_on_gpu(dlperf):
 @pytest.mark.precision("fp32", "tf32", "amp_bf16")
 def test_tf32_and_bf16_on_gpu_are_not_slower_than_strict_fp32(dlperf):
     base = dlperf.scenario("tensorflow", "resnet50", batch_size=SEED_FP32_BATCH)
-    fp32 = dlperf.run(base.replace(precision="fp32"))
-    tf32 = dlperf.run(base.replace(precision="tf32"))
-    bf16 = dlperf.run(base.replace(precision="amp_bf16"))
-    dlperf.metric("tf32_vs_fp32", "speedup", tf32.speedup_samples_over(fp32), "x")
-    dlperf.metric("amp_bf16_vs_fp32", "speedup", bf16.speedup_samples_over(fp32), "x")
+    paired = dlperf.run_paired(base.replace(precision="fp32"), base.replace(precision="tf32"),
+                               base.replace(precision="amp_bf16"))
+    fp32, tf32, bf16 = (paired.results[k] for k in ("fp32", "tf32", "amp_bf16"))
+    tf32_ratio, bf16_ratio = paired.ratio("tf32"), paired.ratio("amp_bf16")
+    dlperf.speedup("tf32_vs_fp32", tf32_ratio)
+    dlperf.speedup("amp_bf16_vs_fp32", bf16_ratio)
     dlperf.check(fp32, tf32, bf16)
 
     assert_trained(tf32, bf16)
-    assert tf32.speedup_over(fp32) >= 1.0, f"TF32 slower than strict FP32: {tf32.speedup_over(fp32):.2f}x"
-    assert bf16.speedup_over(fp32) >= MIN_AMP_SPEEDUP, f"AMP bf16 only {bf16.speedup_over(fp32):.2f}x FP32"
+    assert decide(tf32_ratio, AB_THRESHOLD) != SLOWER, f"TF32 slower than strict FP32: {tf32_ratio.describe()}"
+    assert bf16_ratio.estimate >= MIN_AMP_SPEEDUP, f"AMP bf16 only {bf16_ratio.describe()} FP32"
 
 
 @pytest.mark.precision("fp32", "amp_bf16")

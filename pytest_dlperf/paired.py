@@ -56,6 +56,8 @@ class Variant:
     python: str | None = None
     #: Distinguishes two variants with the same scenario label (the A/B mode's reference).
     name: str = ""
+    #: The child's module; another one must end in ``pytest_dlperf.worker.main`` (bench/ injects slowdowns so).
+    module: str = "pytest_dlperf.worker"
 
     @property
     def key(self) -> str:
@@ -115,7 +117,7 @@ class _PacedChild:
         self.scenario_path.write_text(scenario.to_json(), encoding="utf-8")
         self.result_path.unlink(missing_ok=True)
         self.scenario = scenario
-        command = [*scenario.launch_prefix, variant.python or sys.executable, "-m", "pytest_dlperf.worker",
+        command = [*scenario.launch_prefix, variant.python or sys.executable, "-m", variant.module,
                    str(self.scenario_path), str(self.result_path), "--paced"]
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(

@@ -41,7 +41,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_report_header(config: pytest.Config) -> list[str]:
     s = config.stash[SESSION_KEY].settings
     mode = "updating baselines" if s.update else f"tolerance {s.tolerance:.0%}"
-    return [f"dlperf: profile {s.profile}, baselines {s.baseline_dir}, {mode}, scenario timeout {s.timeout:g} s"]
+    lines = [f"dlperf: profile {s.profile}, baselines {s.baseline_dir}, {mode}, scenario timeout {s.timeout:g} s"]
+    if s.reference:
+        lines.append(f"dlperf A/B mode: every scenario also runs under {s.reference}, interleaved "
+                     f"({s.pairs} pairs); a test fails when this environment is more than {s.ab_threshold:.0%} slower")
+    return lines
 
 
 @pytest.fixture
@@ -56,9 +60,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
     state = config.stash[SESSION_KEY]
+    tr = terminalreporter
+    if state.ab_outcomes:
+        tr.section("dlperf A/B")
+        for line in report.ab_lines(state.ab_outcomes, state.settings.reference or "", state.settings.ab_threshold):
+            tr.write_line(line)
     if not state.verdicts:
         return
-    tr = terminalreporter
     tr.section("dlperf summary")
     for line in report.table(state.verdicts):
         tr.write_line(line)

@@ -6,6 +6,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from .stats import FASTER, SAME, SLOWER, PairedRatio
 from .verdict import IMPROVEMENT, MISSING, REGRESSION, UPDATED, Verdict
 
 HEADER = ("scenario", "metric", "observed", "baseline", "delta", "verdict")
@@ -58,3 +59,19 @@ def unused_lines(unused: list[str]) -> list[str]:
     if not unused:
         return []
     return ["Baselines of tests that no longer exist (remove them from baselines/): " + ", ".join(unused)]
+
+
+def ab_lines(outcomes: Sequence[tuple[str, str, PairedRatio, str]], reference: str, threshold: float) -> list[str]:
+    """A/B mode: one row per scenario, candidate/reference throughput with its interval, and the counts."""
+    if not outcomes:
+        return []
+    body = [(_short(test, label), f"{r.estimate:.3f}x", f"[{r.low:.3f}, {r.high:.3f}]", str(r.n), decision)
+            for test, label, r, decision in outcomes]
+    header = ("scenario", "candidate/reference", "95% interval", "pairs", "verdict")
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    c = Counter(decision for *_, decision in outcomes)
+    return ([f"reference interpreter: {reference}", fmt.format(*header), fmt.format(*("-" * w for w in widths))]
+            + [fmt.format(*row) for row in body]
+            + ["", f"{len(outcomes)} scenarios compared with the reference (threshold {threshold:.0%}): "
+                   f"{c[SLOWER]} slower. {c[FASTER]} faster. {c[SAME]} same."])

@@ -95,14 +95,6 @@ class TrainingResult:
         last = sum(self.losses[-window:]) / window
         return last < min(first, self.losses[0])
 
-    def speedup_over(self, other: "TrainingResult") -> float:
-        return self.throughput.value / other.throughput.value
-
-    def speedup_samples_over(self, other: "TrainingResult") -> list[float]:
-        """Per-round speedup against the median of ``other``: the samples of a derived speedup metric."""
-        reference = other.throughput.value
-        return [x / reference for x in self.throughput.samples]
-
     def __repr__(self) -> str:
         return f"<TrainingResult {self.label}: {self.scenario.describe()}>"
 

@@ -1,0 +1,33 @@
+"""The training worker with every step made slower by real work: ``DLPERF_BENCH_SLOWDOWN`` (a fraction).
+
+For ``verdict_power.py --paired`` only: after each step of the torch core, the host busy-waits
+for that fraction of the step's own duration (on CPU the step's work is done when it returns),
+so the slowdown is a fixed share of every step whatever the machine's drift.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from pytest_dlperf import worker
+from pytest_dlperf.cores import torch_core
+
+SLOWDOWN = float(os.environ.get("DLPERF_BENCH_SLOWDOWN", "0"))
+_step = torch_core.TorchTrainingLoop.step
+
+
+def slowed_step(self: torch_core.TorchTrainingLoop):  # type: ignore[no-untyped-def]
+    start = time.perf_counter()
+    loss = _step(self)
+    now = time.perf_counter()
+    end = now + SLOWDOWN * (now - start)
+    while time.perf_counter() < end:
+        pass
+    return loss
+
+
+if __name__ == "__main__":
+    torch_core.TorchTrainingLoop.step = slowed_step  # type: ignore[method-assign]
+    sys.exit(worker.main(sys.argv[1:]))

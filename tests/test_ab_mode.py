@@ -1,0 +1,76 @@
+"""A/B mode as a user runs it: ``--dlperf-reference PYTHON`` (pytester, real torch children)."""
+
+from __future__ import annotations
+
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+TRAIN_TEST = """
+import pytest
+
+@pytest.mark.framework("torch")
+def test_train(dlperf):
+    s = dlperf.scenario("torch", "resnet18", image_size=32, batch_size=4, warmup_steps=1, steps_per_round=2)
+    r = dlperf.run(s)
+    dlperf.check(r)
+    assert len(r.throughput.samples) == 8
+"""
+#: Small groups: 8 pairs, two processes per side. Options whose value is a path take the ``=`` form:
+#: pytest picks its rootdir from every existing path among the arguments, option values included.
+FAST = ("--dlperf-pairs=8", "--dlperf-processes=2")
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *FAST, *args)
+
+
+def reference_with_threads(tmp_path: Path, threads: int) -> str:
+    """A reference "environment": this interpreter with its own thread count (as another venv would differ)."""
+    script = tmp_path / "reference-python"
+    script.write_text(f'#!/bin/sh\nOMP_NUM_THREADS={threads} exec "{sys.executable}" "$@"\n')
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return str(script)
+
+
+@pytest.mark.framework("torch")
+def test_same_environment_as_reference_passes_and_reports_the_ratio(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_train=TRAIN_TEST)
+    result = run(pytester, f"--dlperf-reference={sys.executable}", "--junitxml=report.xml")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([
+        "dlperf A/B mode: every scenario also runs under *, interleaved (8 pairs)*",
+        "*dlperf A/B*",
+        "reference interpreter: *",
+        "scenario*candidate/reference*95% interval*pairs*verdict*",
+        "test_train::fp32*x*[[]*]*8*",
+        "1 scenarios compared with the reference (threshold 5%): 0 slower. *",
+    ])
+    xml = (pytester.path / "report.xml").read_text()
+    assert 'name="dlperf.fp32.ab_ratio"' in xml and 'name="dlperf.fp32.reference_software"' in xml
+
+
+@pytest.mark.framework("torch")
+def test_a_slower_candidate_fails_with_ratio_interval_and_both_stacks(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The candidate trains with one thread, the reference with two: on a machine with two or more
+    cores the candidate is clearly slower, and the first line of the failure says so."""
+    if len(__import__("os").sched_getaffinity(0)) < 2:
+        pytest.skip("needs two usable CPUs for a reference that is faster by its thread count")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    pytester.makepyfile(test_train=TRAIN_TEST)
+    result = run(pytester, f"--dlperf-reference={reference_with_threads(tmp_path, 2)}")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "A/B slower: fp32 throughput candidate/reference 0.*x [[]0.*, 0.*[]] (95% CI, 8 pairs), beyond the 5% "
+        "threshold; candidate framework torch, framework_version *, python * vs reference framework torch*",
+    ])
+
+
+def test_reference_that_is_not_an_interpreter_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_x(): pass")
+    result = run(pytester, "--dlperf-reference=/nonexistent/bin/python")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*'/nonexistent/bin/python' is not an executable Python interpreter*"])

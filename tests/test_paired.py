@@ -1,0 +1,96 @@
+"""The paired runner (pytest_dlperf.paired): order, ratios, failures, no process left behind.
+
+The children speak the real protocol (the worker's ``--paced`` mode, ``measure``'s pacer,
+the result file) around a loop that sleeps (tests/fake_paced_worker.py), so these tests
+need no framework and load the machine very little.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from pytest_dlperf.paired import Variant, pairs_for, run_paired, schedule
+from pytest_dlperf.runner import ScenarioFailed
+from pytest_dlperf.scenario import Scenario, ScenarioError
+
+TESTS = str(Path(__file__).resolve().parent)
+
+
+def variant(label: str, step_seconds: float = 0.002, **env: str) -> Variant:
+    scenario = Scenario(framework="torch", model="fake", label=label, warmup_steps=1, steps_per_round=3,
+                        timeout=30.0, env={"PYTHONPATH": TESTS, "FAKE_STEP_SECONDS": str(step_seconds), **env})
+    return Variant(scenario, module="fake_paced_worker")
+
+
+def test_schedule_puts_every_variant_and_process_first_and_last_equally_often() -> None:
+    plan = schedule(variants=2, processes=2, pairs=8)
+    assert [r for pair in plan[:4] for r in pair] == [(0, 0), (1, 0), (0, 1), (1, 1), (1, 0), (0, 0), (1, 1), (0, 1)]
+    firsts = Counter(pair[0] for pair in plan)
+    assert firsts == {(0, 0): 2, (1, 0): 2, (0, 1): 2, (1, 1): 2}
+    three = schedule(variants=3, processes=1, pairs=4)
+    assert [pair[0][0] for pair in three] == [0, 2, 0, 2] and [pair[1][0] for pair in three] == [1, 1, 1, 1]
+
+
+def test_pairs_round_up_to_whole_blocks() -> None:
+    assert pairs_for(20, 2) == 20
+    assert pairs_for(5, 2) == 8
+    assert pairs_for(1, 3) == 6
+
+
+def test_a_slower_variant_has_a_ratio_below_one_and_every_round_is_reported(tmp_path: Path) -> None:
+    fast, slow = variant("fast", 0.004), variant("slow", 0.006)
+    paired = run_paired([fast, slow], pairs=8, processes=2, workdir=tmp_path)
+    ratio = paired.ratio("slow")
+    assert ratio.n == 8
+    assert 0.55 < ratio.estimate < 0.8, ratio.describe()  # 4 ms against 6 ms a step: 0.67 plus timer overhead
+    assert ratio.high < 1.0
+    assert paired.reference == "fast" and set(paired.results) == {"fast", "slow"}
+    assert len(paired.results["slow"].throughput.samples) == 8
+    assert len(paired.results["slow"].details["paired"]["process_losses"]) == 2
+    assert Counter(paired.schedule) == {("fast", 0): 4, ("fast", 1): 4, ("slow", 0): 4, ("slow", 1): 4}
+
+
+def test_variants_need_distinct_labels_and_two_of_them(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match="distinct labels"):
+        run_paired([variant("a"), variant("a")], workdir=tmp_path)
+    with pytest.raises(ScenarioError, match="at least 2 variants"):
+        run_paired([variant("a")], workdir=tmp_path)
+
+
+def _alive(pids: list[int]) -> list[int]:
+    alive = []
+    for pid in pids:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        alive.append(pid)
+    return alive
+
+
+@pytest.mark.parametrize("fail, reason", [("crash", "crashed"), ("nan", "non-finite loss"), ("hang", "timed out")])
+def test_a_failing_child_fails_the_group_with_its_output_and_ends_every_child(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail: str, reason: str) -> None:
+    import subprocess
+
+    started: list[int] = []
+    real_popen = subprocess.Popen
+
+    def recording_popen(*args, **kwargs):  # type: ignore[no-untyped-def]
+        proc = real_popen(*args, **kwargs)
+        started.append(proc.pid)
+        return proc
+
+    monkeypatch.setattr(subprocess, "Popen", recording_popen)
+    good = variant("good")
+    bad = variant("bad", FAKE_FAIL=fail)
+    bad = Variant(bad.scenario.replace(timeout=3.0), module=bad.module)
+    with pytest.raises(ScenarioFailed) as info:
+        run_paired([good, bad], pairs=4, processes=2, workdir=tmp_path)
+    assert info.value.reason == reason
+    assert "bad" in info.value.label
+    assert len(started) == 4 and not _alive(started)
