@@ -26,10 +26,10 @@ child's process group is killed whatever happens.
 from __future__ import annotations
 
 import json
-import os
 import queue
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -120,10 +120,14 @@ class _PacedChild:
         command = [*scenario.launch_prefix, variant.python or sys.executable, "-m", variant.module,
                    str(self.scenario_path), str(self.result_path), "--paced"]
         self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(
-            command, env=child_environment(scenario), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self._log, start_new_session=True,
-        )
+        try:
+            self.proc = subprocess.Popen(
+                command, env=child_environment(scenario), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=self._log, start_new_session=True,
+            )
+        except OSError as exc:
+            self._log.close()
+            raise ScenarioFailed(self.name, "could not start", f"{command[0]}: {exc}", "(no output)") from None
         self.replies: queue.Queue[dict | None] = queue.Queue()
         self._progress_prefix = PROGRESS_PREFIX
         self._on_progress = on_progress
@@ -241,13 +245,14 @@ def run_paired(
     if processes < 1:
         raise ScenarioError(f"processes={processes!r} must be >= 1 per variant")
     pairs = pairs_for(pairs, processes)
-    workdir = Path(workdir or os.environ.get("TMPDIR", "/tmp")) / "paired"
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix="paired-", dir=workdir))
     rounds_each = pairs // processes
     children: list[list[_PacedChild]] = []
     try:
         for variant in variants:
-            children.append([_PacedChild(variant, p, rounds_each, workdir, on_progress) for p in range(processes)])
+            children.append([])
+            for p in range(processes):  # one at a time, so a failed start leaves the others listed for the kill
+                children[-1].append(_PacedChild(variant, p, rounds_each, workdir, on_progress))
         for group in children:  # no timed round while any child still builds or warms up
             for child in group:
                 child.ready(child.scenario.timeout)
