@@ -302,6 +302,7 @@ PAIRED_VARIANTS = (("aa", 0.0), ("slowed_5", 0.05), ("slowed_10", 0.10))
 
 
 def paired_trials(args: argparse.Namespace, s: Scenario, describe: str) -> dict[str, Any]:
+    from pytest_dlperf.devicelock import device_lock
     from pytest_dlperf.paired import Variant, run_paired
     from pytest_dlperf.runner import run_scenario
     from pytest_dlperf.stats import decide
@@ -321,7 +322,8 @@ def paired_trials(args: argparse.Namespace, s: Scenario, describe: str) -> dict[
     trials = []
     for t in range(args.trials):
         start = time.perf_counter()
-        group = run_paired(variants, pairs=args.pairs, processes=args.processes, workdir=workdir / f"t{t}")
+        with device_lock(["cpu"], timeout=3600, owner="bench/verdict_power.py --paired"):  # as a test run holds it
+            group = run_paired(variants, pairs=args.pairs, processes=args.processes, workdir=workdir)
         wall = time.perf_counter() - start
         row = {"wall_s": wall, "load": os.getloadavg()[0]}
         for label, _ in PAIRED_VARIANTS:

@@ -82,6 +82,16 @@ def summary_markdown(tests: Sequence[TestRecord]) -> str:
         lines += ["### Failures", ""]
         lines += [f"- `{t.test}`: {_md(t.message) or '(no message)'}" for t in failing]
         lines.append("")
+    ab = [(t, label, fields) for t in tests for label, fields in t.ab.items()]
+    if ab:
+        lines += ["### A/B against the reference environment", "",
+                  "| test | scenario | candidate/reference | 95% interval | verdict | reference software |",
+                  "| --- | --- | ---: | --- | --- | --- |"]
+        for t, label, f in ab:
+            interval = "[" + ", ".join(f.get("ab_interval", "").split()) + "]"
+            lines.append(f"| `{t.test}` | {_md(label)} | {f.get('ab_ratio', '-')}x | {interval} | "
+                         f"{f.get('ab_verdict', '-')} | {_md(f.get('reference_software', ''))} |")
+        lines.append("")
     for t in tests:
         if not t.metrics:
             continue
@@ -95,7 +105,8 @@ def summary_markdown(tests: Sequence[TestRecord]) -> str:
         lines += ["| scenario | metric | observed | unit | baseline | delta | verdict |",
                   "| --- | --- | ---: | --- | ---: | ---: | --- |"]
         for m in t.metrics:
-            observed = _num(m.value) + (f" ± {m.iqr / 2:.2g}" if m.iqr else "")
+            observed = _num(m.value) + (f" [{m.interval[0]:.3g}, {m.interval[1]:.3g}]" if m.interval
+                                        else f" ± {m.iqr / 2:.2g}" if m.iqr else "")
             verdict = VERDICT_MARK.get(m.verdict or "", m.verdict or "recorded")
             lines.append(f"| {_md(m.label)} | {_md(m.metric)} | {observed} | {_md(m.unit)} | {_num(m.baseline)} "
                          f"| {_pct(m.delta)} | {verdict} |")
@@ -104,7 +115,8 @@ def summary_markdown(tests: Sequence[TestRecord]) -> str:
         lines.append("Missing baselines or improvements: record them with the *update baselines* workflow "
                      "(`pytest --update-baselines`) and commit `baselines/`.")
         lines.append("")
-    lines.append("observed: median of the timed rounds ± half the interquartile range.")
+    lines.append("observed: median of the timed rounds ± half the interquartile range; a paired ratio "
+                 "(speedup) shows its estimate and 95% interval.")
     return "\n".join(lines) + "\n"
 
 

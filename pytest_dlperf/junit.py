@@ -23,9 +23,12 @@ from junitparser import Error, Failure, JUnitXml, JUnitXmlError, Properties, Ski
 
 PREFIX = "dlperf."
 #: Suffixes of ``dlperf.<label>.<metric>.<suffix>``: facts about one metric.
-METRIC_FIELDS = ("iqr", "n", "unit", "verdict", "baseline", "direction")
+METRIC_FIELDS = ("iqr", "n", "unit", "verdict", "baseline", "direction", "interval")
 #: ``dlperf.<label>.<key>`` that describe a scenario rather than measure it.
 LABEL_FIELDS = ("scenario", "software", "workers")
+#: A/B mode (``--dlperf-reference``): ``dlperf.<label>.<key>`` of the comparison with the reference.
+AB_FIELDS = ("ab_ratio", "ab_interval", "ab_verdict", "reference_software")
+PAIRED_FIELDS = ("paired_ratio", "paired_interval", "paired_over", "pairs")
 HIGHER, LOWER = "higher", "lower"
 #: Name fragments that say which way is better, checked in this order (``time_to_accuracy`` is a time).
 _LOWER_WORDS = ("time", "memory", "latency", "seconds", "bytes")
@@ -62,6 +65,8 @@ class MetricRecord:
     declared_direction: str | None = None
     hardware: str = ""
     source: str = ""
+    #: A paired ratio's 95% interval (low, high).
+    interval: tuple[float, float] | None = None
 
     @property
     def direction(self) -> str | None:
@@ -97,6 +102,8 @@ class TestRecord:
     scenarios: dict[str, str] = field(default_factory=dict)
     software: dict[str, str] = field(default_factory=dict)
     workers: dict[str, int] = field(default_factory=dict)
+    #: A/B mode, per label: candidate/reference ratio, its interval, the decision, the reference's software.
+    ab: dict[str, dict[str, str]] = field(default_factory=dict)
     source: str = ""
 
     @property
@@ -194,6 +201,10 @@ def record_of(case: TestCase, source: str = "") -> TestRecord:
                 rec.scenarios[label] = value
             elif key == "software":
                 rec.software[label] = value
+            elif key in AB_FIELDS:
+                rec.ab.setdefault(label, {})[key] = value
+            elif key in PAIRED_FIELDS:
+                continue  # a paired group's ratio; the test's ``speedup`` metric carries the figures
             elif key == "workers":
                 try:
                     rec.workers[label] = int(value)
@@ -212,9 +223,14 @@ def record_of(case: TestCase, source: str = "") -> TestRecord:
             iqr=_float(extra.get("iqr")), n=int(n) if n is not None else None,
             verdict=extra.get("verdict"), baseline=_float(extra.get("baseline")),
             declared_direction=extra.get("direction") if extra.get("direction") in (HIGHER, LOWER) else None,
-            hardware=rec.hardware, source=source,
+            hardware=rec.hardware, source=source, interval=_interval(extra.get("interval")),
         ))
     return rec
+
+
+def _interval(text: str | None) -> tuple[float, float] | None:
+    bounds = [_float(part) for part in (text or "").split()]
+    return (bounds[0], bounds[1]) if len(bounds) == 2 and None not in bounds else None  # type: ignore[return-value]
 
 
 def records(xml: JUnitXml, source: str = "") -> list[TestRecord]:

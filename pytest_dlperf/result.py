@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from .scenario import Scenario
-from .stats import Summary, summarize
+from .stats import Summary, median, summarize
 
 HIGHER = "higher"
 LOWER = "lower"
@@ -83,16 +83,18 @@ class TrainingResult:
             raise KeyError(f"{self.label}: no metric {name!r}; measured: {sorted(self.metrics)}") from None
 
     def loss_fell(self, window: int = 5) -> bool:
-        """The model trained: the mean loss of the last ``window`` steps is below both the mean of
-        the first ``window`` and the very first step's loss (the untrained model's).
+        """The model trained: the median loss of the last ``window`` steps is below both the mean
+        of the first ``window`` and the very first step's loss (the untrained model's).
 
         The second condition catches divergence: a run whose loss climbs from 2.3 to 40 and
         wanders can still end below its early mean by chance, never below the untrained loss.
+        The median lets one late spike of a small-batch BatchNorm net (one batch, recovered the
+        next step) not decide.
         """
         if len(self.losses) < 2 * window:
             window = max(1, len(self.losses) // 2)
         first = sum(self.losses[:window]) / window
-        last = sum(self.losses[-window:]) / window
+        last = median(self.losses[-window:])
         return last < min(first, self.losses[0])
 
     def __repr__(self) -> str:
