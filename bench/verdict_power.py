@@ -299,6 +299,7 @@ def report(args: argparse.Namespace, trials: Sequence[Trial], describe: str, loa
 # ---------------------------------------------------------------- paired mode
 
 PAIRED_VARIANTS = (("aa", 0.0), ("slowed_5", 0.05), ("slowed_10", 0.10))
+PAIRED_SWEEP = (0.03, 0.05, 0.06, 0.08, 0.10)
 
 
 def paired_trials(args: argparse.Namespace, s: Scenario, describe: str) -> dict[str, Any]:
@@ -342,7 +343,7 @@ def paired_trials(args: argparse.Namespace, s: Scenario, describe: str) -> dict[
 
 
 def paired_report(data: dict[str, Any], describe: str) -> int:
-    from pytest_dlperf.stats import SLOWER
+    from pytest_dlperf.stats import FASTER, SLOWER, PairedRatio, decide
 
     trials = data["trials"]
     n = len(trials)
@@ -356,6 +357,13 @@ def paired_report(data: dict[str, Any], describe: str) -> int:
         slower = sum(t[label]["decision"] == SLOWER for t in trials)
         print(f"{label:<10} {slowdown:>8.0%} {slower:>6}/{n:<6} {statistics.median(est):>12.3f} "
               f"{min(est):>7.3f}-{max(est):<7.3f} {statistics.median(width):>15.3f}")
+    print("\nthe same samples decided at other thresholds (false alarms = A/A called slower or faster):")
+    print(f"{'threshold':>9} {'A/A slower':>10} {'A/A faster':>10} {'5% caught':>9} {'10% caught':>10}")
+    for threshold in PAIRED_SWEEP:
+        decided = {label: [decide(PairedRatio.from_dict(t[label]), threshold) for t in trials]
+                   for label, _ in PAIRED_VARIANTS}
+        print(f"{threshold:>9.0%} {decided['aa'].count(SLOWER):>7}/{n:<2} {decided['aa'].count(FASTER):>7}/{n:<2} "
+              f"{decided['slowed_5'].count(SLOWER):>6}/{n:<2} {decided['slowed_10'].count(SLOWER):>7}/{n:<2}")
     wall = statistics.median(t["wall_s"] for t in trials)
     per_comparison = wall / len(PAIRED_VARIANTS)
     print(f"cost: one trial (4 variants) {wall:.0f} s, i.e. {per_comparison:.0f} s per comparison against "

@@ -73,5 +73,6 @@ def ab_lines(outcomes: Sequence[tuple[str, str, PairedRatio, str]], reference: s
     c = Counter(decision for *_, decision in outcomes)
     return ([f"reference interpreter: {reference}", fmt.format(*header), fmt.format(*("-" * w for w in widths))]
             + [fmt.format(*row) for row in body]
-            + ["", f"{len(outcomes)} scenarios compared with the reference (threshold {threshold:.0%}): "
+            + ["", f"{len(outcomes)} scenario{'s' if len(outcomes) != 1 else ''} compared with the reference "
+                   f"(threshold {threshold:.0%}): "
                    f"{c[SLOWER]} slower. {c[FASTER]} faster. {c[SAME]} same."])

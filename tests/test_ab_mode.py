@@ -38,7 +38,11 @@ def reference_with_threads(tmp_path: Path, threads: int) -> str:
 @pytest.mark.framework("torch")
 def test_same_environment_as_reference_passes_and_reports_the_ratio(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_train=TRAIN_TEST)
-    result = run(pytester, f"--dlperf-reference={sys.executable}", "--junitxml=report.xml")
+    # The mechanism, not the machine's noise, is under test here: with the threshold at 50% only a
+    # broken pairing (a side not measured, a ratio inverted) could fail it. bench/verdict_power.py --paired
+    # measures the false-alarm rate at the default 5%.
+    result = run(pytester, f"--dlperf-reference={sys.executable}", "--dlperf-ab-threshold=0.5",
+                 "--junitxml=report.xml")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([
         "dlperf A/B mode: every scenario also runs under *, interleaved (8 pairs)*",
@@ -46,7 +50,7 @@ def test_same_environment_as_reference_passes_and_reports_the_ratio(pytester: py
         "reference interpreter: *",
         "scenario*candidate/reference*95% interval*pairs*verdict*",
         "test_train::fp32*x*[[]*]*8*",
-        "1 scenarios compared with the reference (threshold 5%): 0 slower. *",
+        "1 scenario compared with the reference (threshold 50%): 0 slower. 0 faster. 1 same.",
     ])
     xml = (pytester.path / "report.xml").read_text()
     assert 'name="dlperf.fp32.ab_ratio"' in xml and 'name="dlperf.fp32.reference_software"' in xml
