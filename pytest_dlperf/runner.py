@@ -7,6 +7,7 @@ whatever happens, so no data-loader worker or distributed rank outlives its test
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -79,10 +80,26 @@ def child_environment(scenario: Scenario, extra: Mapping[str, str] | None = None
     env.update(scenario.env)
     env.update(extra or {})
     env["PYTHONUNBUFFERED"] = "1"
-    # The child must import this very package, even from an uninstalled checkout.
-    package_root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+    # The child must import this very package, even from an uninstalled checkout, and nothing else of
+    # this environment: under another interpreter (A/B mode) the folder holding the package may be
+    # this environment's site-packages, whose torch would shadow the reference's own.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_import_root(), env.get("PYTHONPATH", "")) if p)
     return env
+
+
+def package_import_root() -> str:
+    """A folder whose only entry is this package (a link to it): put on a child's PYTHONPATH."""
+    package = Path(__file__).resolve().parent
+    digest = hashlib.sha1(str(package).encode()).hexdigest()[:12]
+    root = Path(tempfile.gettempdir()) / f"dlperf-import-{digest}"
+    link = root / package.name
+    if not link.exists():
+        root.mkdir(parents=True, exist_ok=True)
+        try:
+            link.symlink_to(package, target_is_directory=True)
+        except FileExistsError:  # another process made it first
+            pass
+    return str(root)
 
 
 def run_child(

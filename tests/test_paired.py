@@ -94,3 +94,13 @@ def test_a_failing_child_fails_the_group_with_its_output_and_ends_every_child(
     assert info.value.reason == reason
     assert "bad" in info.value.label
     assert len(started) == 4 and not _alive(started)
+
+
+def test_a_child_can_import_this_package_and_nothing_else_of_this_environment() -> None:
+    """A/B mode: the reference interpreter must find pytest_dlperf but not this environment's torch.
+    (Putting the package's parent folder on PYTHONPATH put a whole site-packages there.)"""
+    from pytest_dlperf.runner import child_environment
+
+    first = Path(child_environment(variant("x").scenario)["PYTHONPATH"].split(os.pathsep)[0])
+    assert [p.name for p in first.iterdir()] == ["pytest_dlperf"]
+    assert (first / "pytest_dlperf" / "worker.py").is_file()
