@@ -88,8 +88,9 @@ def summary_markdown(tests: Sequence[TestRecord]) -> str:
                   "| test | scenario | candidate/reference | 95% interval | verdict | reference software |",
                   "| --- | --- | ---: | --- | --- | --- |"]
         for t, label, f in ab:
-            interval = "[" + ", ".join(f.get("ab_interval", "").split()) + "]"
-            lines.append(f"| `{t.test}` | {_md(label)} | {f.get('ab_ratio', '-')}x | {interval} | "
+            interval = "[" + ", ".join(f"{float(b):.3f}" for b in f.get("ab_interval", "").split()) + "]"
+            ratio = f"{float(f['ab_ratio']):.3f}x" if f.get("ab_ratio") else "-"
+            lines.append(f"| `{t.test}` | {_md(label)} | {ratio} | {interval} | "
                          f"{f.get('ab_verdict', '-')} | {_md(f.get('reference_software', ''))} |")
         lines.append("")
     for t in tests:

@@ -342,3 +342,19 @@ def test_a_report_written_by_pytest_is_summarised_and_compared(pytester, tmp_pat
     assert baseline.metrics[0].value == 120.0
     code, out, _ = run(capsys, "compare", str(report), str(report))
     assert code == 0 and "2 metrics compared" in out and "0 worse" in out
+
+
+def test_summary_shows_a_b_ratios_and_paired_intervals(tmp_path, capsys):
+    props = metric_props("fp32", "throughput", 95.0, "samples/s") + [
+        ("dlperf.fp32.ab_ratio", "0.874112"), ("dlperf.fp32.ab_interval", "0.861 0.889"),
+        ("dlperf.fp32.ab_verdict", "slower"), ("dlperf.fp32.reference_software", "framework=torch framework_version=2.9.1"),
+        ("dlperf.fp32.paired_ratio", "0.874112"), ("dlperf.fp32.pairs", "20"),
+        *metric_props("setting", "speedup", 0.59, "x"), ("dlperf.setting.speedup.interval", "0.556 0.631"),
+    ]
+    report = write_report(tmp_path / "r.xml", [case("test_ab", props, failure="A/B slower: fp32 ...")])
+    code, out, _ = run(capsys, "summary", str(report))
+    assert code == 0
+    assert "### A/B against the reference environment" in out
+    assert "| `perf_tests/test_fake.py::test_ab` | fp32 | 0.874x | [0.861, 0.889] | slower | framework=torch " in out
+    assert "| setting | speedup | 0.59 [0.556, 0.631] | x |" in out
+    assert "| pairs |" not in out and "paired_ratio" not in out  # group bookkeeping is not a metric
