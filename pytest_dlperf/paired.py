@@ -152,12 +152,7 @@ class _PacedChild:
 
     def ready(self, timeout: float) -> None:
         """Wait until the child has built its model and warmed up."""
-        try:
-            reply = self.replies.get(timeout=timeout)
-        except queue.Empty:
-            raise self.failure("timed out", f"not built and warmed up within {timeout:g} s") from None
-        if reply is None:
-            raise self.failure(*self._exit_reason())
+        self._reply(timeout, f"not built and warmed up within {timeout:g} s")
 
     def round(self, timeout: float) -> dict:
         assert self.proc.stdin is not None
@@ -166,10 +161,14 @@ class _PacedChild:
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             pass  # it died; the reply queue says so
+        return self._reply(timeout, f"no round reported within {timeout:g} s; every child was killed")
+
+    def _reply(self, timeout: float, timed_out: str) -> dict:
+        """The child's next report; a timeout or its exit becomes a ScenarioFailed with its output."""
         try:
             reply = self.replies.get(timeout=timeout)
         except queue.Empty:
-            raise self.failure("timed out", f"no round reported within {timeout:g} s; every child was killed") from None
+            raise self.failure("timed out", timed_out) from None
         if reply is None:
             raise self.failure(*self._exit_reason())
         return reply

@@ -148,6 +148,9 @@ class DlperfRun:
         is held for the whole group.
         """
         settings = self._session.settings
+        if len(variants) < 2:
+            pytest.fail(f"{self._item.nodeid}: dlperf.run_paired() needs at least 2 scenarios, got {len(variants)}",
+                        pytrace=False)
         first = variants[0].scenario if isinstance(variants[0], Variant) else variants[0]
         if processes is None:
             processes = settings.processes or (1 if first.device == "cuda" else DEFAULT_PROCESSES)
