@@ -32,6 +32,8 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 ENV_DIR = "DLPERF_LOCK_DIR"
 DEFAULT_DIR = Path("/tmp/pytest-dlperf-locks")
+#: Seconds between the "still waiting" lines while a run waits for a lock.
+REMINDER_S = 60.0
 #: Seconds between non-blocking retries while waiting (flock itself has no timeout).
 POLL_S = 0.05
 POLL_MAX_S = 0.5
@@ -158,17 +160,21 @@ def _acquire(path: Path, device: str, owner: str, timeout: float | None,
     gate = _open(queue_path(path))
     started = time.monotonic()
     announced = False
+    next_reminder = REMINDER_S
 
     def wait_for(lock_fd: int) -> None:
-        nonlocal announced
+        nonlocal announced, next_reminder
         pause = POLL_S
         while not _try_lock(lock_fd):
             waited = time.monotonic() - started
-            if not announced and on_wait is not None:
+            if on_wait is not None and not announced:
                 limit = "without a limit" if timeout is None else f"up to {timeout:g} s"
                 on_wait(f"{_what(device)} {'are' if device == 'cpu' else 'is'} busy: {path} is held by "
                         f"{_describe_holder(path)}; waiting {limit} so the two runs do not distort each "
                         f"other's measurements")
+            elif on_wait is not None and waited >= next_reminder:
+                on_wait(f"still waiting for {_what(device)} after {waited:.0f} s: held by {_describe_holder(path)}")
+                next_reminder += REMINDER_S
             announced = True
             if timeout is not None and waited >= timeout:
                 raise DeviceLockTimeout(
@@ -187,6 +193,8 @@ def _acquire(path: Path, device: str, owner: str, timeout: float | None,
         finally:
             os.close(gate)  # lets the next waiter into the turnstile
         _write_holder(fd, owner)
+        if announced and on_wait is not None:
+            on_wait(f"{_what(device)} free after waiting {time.monotonic() - started:.0f} s; measuring")
     except BaseException:
         os.close(fd)  # closing the descriptor releases the lock if it was taken
         raise

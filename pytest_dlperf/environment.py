@@ -7,11 +7,14 @@ are before any child starts, and the MXNet environment has no torch to ask.
 from __future__ import annotations
 
 import functools
+import importlib.util
+import json
 import os
 import platform
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +73,63 @@ def _all_gpus() -> tuple[Gpu, ...]:
 def gpus() -> tuple[Gpu, ...]:
     """The CUDA devices this process may use (honours CUDA_VISIBLE_DEVICES)."""
     return _all_gpus()
+
+
+@dataclass(frozen=True)
+class GpuCapability:
+    """A GPU's name and CUDA compute capability (an H100 is 9.0, i.e. ``sm_90``)."""
+
+    name: str
+    major: int
+    minor: int
+
+    @property
+    def sm(self) -> str:
+        return f"sm_{self.major}{self.minor}"
+
+
+def _capabilities_from_nvidia_smi() -> tuple[GpuCapability, ...] | None:
+    """nvidia-smi's ``compute_cap`` field (drivers from 510 on); None when it cannot say."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:  # a separate query: an older driver refuses the field, and gpus() must not lose its list for that
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index,name,compute_cap", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = {}
+    for line in out.strip().splitlines():
+        index, _, rest = line.partition(",")
+        name, _, cap = rest.rpartition(",")
+        major, dot, minor = cap.strip().partition(".")
+        if not (index.strip().isdigit() and dot and major.isdigit() and minor.isdigit()):
+            return None
+        found[int(index)] = GpuCapability(name.strip(), int(major), int(minor))
+    return tuple(found[i] for i in _visible(sorted(found)) if i in found)
+
+
+#: Asks torch in a child process, so that this one never creates a CUDA context.
+_TORCH_QUERY = ("import json, torch; c = torch.cuda; print(json.dumps("
+                "[[c.get_device_name(i), *c.get_device_capability(i)] for i in range(c.device_count())]))")
+
+
+def _capabilities_from_torch() -> tuple[GpuCapability, ...] | None:
+    if importlib.util.find_spec("torch") is None:
+        return None
+    try:
+        out = subprocess.run([sys.executable, "-c", _TORCH_QUERY], capture_output=True, text=True, timeout=120,
+                             check=True).stdout
+        return tuple(GpuCapability(str(name), int(major), int(minor)) for name, major, minor in json.loads(out))
+    except (OSError, subprocess.SubprocessError, ValueError, TypeError):
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_capabilities() -> tuple[GpuCapability, ...] | None:
+    """Name and compute capability of each GPU this process may use, read without launching a kernel:
+    nvidia-smi, else torch (in a child process); None when neither can tell."""
+    found = _capabilities_from_nvidia_smi()
+    return found if found is not None else _capabilities_from_torch()
 
 
 def cpu_model() -> str:

@@ -6,8 +6,11 @@ never a shell string: a host name from a hostfile reaches ``ssh``/``mpirun``/``s
 as one argument after validation, and the only shell involved (the remote login
 shell ``ssh`` hands its command to) receives every word through ``shlex.quote``.
 
-Hostfile format (the one of MXNet's ``launch.py`` and Open MPI): one host per line,
-optionally ``user@host`` and ``slots=N``; ``#`` starts a comment.
+Hostfile format (the one of MXNet's ``launch.py`` and Open MPI, plus an ssh port):
+one ``[user@]host[:port] [slots=N]`` per line; ``#`` starts a comment. The host is a
+DNS name or an IP address; an IPv6 address with a port is bracketed
+(``[fe80::1]:2222``), and a bare IPv6 address (``fe80::1``) never carries a port.
+Only the ssh launcher honours a port (``ssh -p``); mpi and slurm refuse one.
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ _HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-
                        r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
 _USER = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NUMBER = re.compile(r"^[0-9]{1,9}$")  # bounded: int() of a huge digit string raises
+#: An IPv6 zone (``fe80::1%eth0``): an interface name, nothing a shell or ssh could misread.
+_ZONE = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
 #: Variables a rank needs from the caller's environment when it starts elsewhere.
 FORWARDED_PREFIXES = ("DLPERF_", "MASTER_", "RANK", "WORLD_SIZE", "LOCAL_RANK", "TF_", "DMLC_", "PS_", "GLOO_",
                       "OMP_", "MKL_", "KMP_", "PYTHONPATH", "PYTHONUNBUFFERED", "CUDA_VISIBLE_DEVICES", "NCCL_")
@@ -36,44 +42,84 @@ class HostfileError(ValueError):
 
 @dataclass(frozen=True)
 class Host:
-    """One validated host: a DNS name or an IP address, an optional user, its slots."""
+    """One validated host: a DNS name or an IP address, an optional user, its slots, its ssh port.
+
+    ``address`` is the address alone, never with the port: it is what ranks bind and
+    rendezvous at (``MASTER_ADDR``, ``TF_CONFIG``, ``DMLC_PS_ROOT_URI``), and ``port``
+    is only the port ssh logs in at (None: ssh's own default or ``~/.ssh/config``).
+    """
 
     address: str
     user: str | None = None
     slots: int = 1
+    port: int | None = None
 
     @property
     def target(self) -> str:
-        """What ssh connects to: ``user@address`` or ``address``."""
+        """What ssh connects to: ``user@address`` or ``address`` (the port goes to ``-p``)."""
         return f"{self.user}@{self.address}" if self.user else self.address
+
+    @property
+    def entry(self) -> str:
+        """The host as a hostfile writes it: ``user@node1:2222``, ``[fe80::1]:2222``, ``node1``."""
+        if self.port is None:
+            return self.target
+        address = f"[{self.address}]" if ":" in self.address else self.address
+        return f"{self.user + '@' if self.user else ''}{address}:{self.port}"
+
+
+def _ssh_port(value: str, where: str) -> int:
+    if not _NUMBER.match(value) or not 1 <= int(value) <= 65535:
+        raise HostfileError(f"{where}: port {value!r} is not a TCP port (host:PORT, PORT from 1 to 65535)")
+    return int(value)
+
+
+def _split_port(text: str, where: str) -> tuple[str, int | None]:
+    """``host:port``, ``[ipv6]:port`` or ``[ipv6]``; no colon or several (a bare IPv6 address): no port."""
+    if text.startswith("["):
+        inside, bracket, rest = text[1:].partition("]")
+        if not bracket or ":" not in inside or (rest and not rest.startswith(":")):
+            raise HostfileError(f"{where}: {text!r} is not understood; brackets hold an IPv6 address, "
+                                "optionally followed by ':PORT' ('[fe80::1]:2222')")
+        return inside, _ssh_port(rest[1:], where) if rest else None
+    if text.count(":") == 1:
+        address, _, port = text.partition(":")
+        return address, _ssh_port(port, where)
+    return text, None
 
 
 def validate_host(text: str, where: str = "host") -> Host:
-    """Parse ``[user@]address[ slots=N]``; reject anything a shell or ssh could misread."""
+    """Parse ``[user@]address[:port][ slots=N]``; reject anything a shell or ssh could misread."""
     parts = text.split()
     if not parts:
         raise HostfileError(f"{where}: empty host entry")
     slots = 1
     for extra in parts[1:]:
         key, _, value = extra.partition("=")
-        if key not in ("slots", "max_slots") or not value.isdigit() or int(value) < 1:
+        if key not in ("slots", "max_slots") or not _NUMBER.match(value) or int(value) < 1:
             raise HostfileError(f"{where}: {extra!r} is not understood; only 'slots=N' (N >= 1) may follow the host")
         if key == "slots":
             slots = int(value)
-    user, _, address = parts[0].rpartition("@")
+    user, _, hostport = parts[0].rpartition("@")
     if user and not _USER.match(user):
         raise HostfileError(f"{where}: user {user!r} is not a valid login name (letters, digits, _ . -)")
+    address, port = _split_port(hostport, where)
     if address.startswith("-"):
         raise HostfileError(f"{where}: host {address!r} starts with '-', which ssh would read as an option")
     try:
-        ipaddress.ip_address(address)
+        ip = ipaddress.ip_address(address)
     except ValueError:
         if not _HOSTNAME.match(address):
             raise HostfileError(
                 f"{where}: {address!r} is neither an IP address nor a DNS host name "
-                "(letters, digits, '-' and '.', no spaces or shell characters)"
+                "(letters, digits, '-' and '.', no spaces or shell characters"
+                + ("; an IPv6 address with a port is written [ADDRESS]:PORT)" if ":" in address else ")")
             ) from None
-    return Host(address=address, user=user or None, slots=slots)
+    else:
+        zone = getattr(ip, "scope_id", None)  # ipaddress accepts any text after '%'
+        if zone is not None and not _ZONE.match(zone):
+            raise HostfileError(f"{where}: IPv6 zone {zone!r} is not an interface name (letters, digits, _ . -)")
+    return Host(address=address, user=user or None, slots=slots, port=port)
 
 
 def read_hostfile(path: str | Path) -> list[Host]:
@@ -99,6 +145,18 @@ def slot_hosts(hosts: Sequence[Host], count: int) -> list[Host]:
     if not expanded:
         raise HostfileError("no hosts to place ranks on")
     return [expanded[i % len(expanded)] for i in range(count)]
+
+
+def _refuse_ssh_ports(launcher: str, hosts: Sequence[Host], why: str, fix: str) -> None:
+    """Fail when a host names an ssh port ``launcher`` would silently ignore.
+
+    ``fix`` may name ``{address}`` and ``{port}``: those of the first such host.
+    """
+    ported = [h for h in hosts if h.port is not None]
+    if ported:
+        named = ", ".join(repr(h.entry) for h in ported)
+        fix = fix.format(address=ported[0].address, port=ported[0].port)
+        raise HostfileError(f"the {launcher} launcher cannot use the ssh port of {named}: {why}; {fix}")
 
 
 def _env_words(env: Mapping[str, str]) -> list[str]:
@@ -169,6 +227,8 @@ class SshLauncher:
 
     ``-tt`` gives the remote command a terminal, so killing the local ssh client (the
     job's process group) hangs up the remote rank too. ``BatchMode`` never prompts.
+    A host's port becomes ``-p PORT`` for that host's ssh only (a command-line option,
+    so it wins over ``~/.ssh/config``); the address stays a word of its own.
     """
 
     hosts: Sequence[Host]
@@ -184,7 +244,8 @@ class SshLauncher:
         remote = shlex.join(["env", *_env_words(forwarded(env)), *command])
         if self.workdir:
             remote = f"cd {shlex.quote(self.workdir)} && {remote}"
-        return ["ssh", "-tt", *self.ssh_options, host.target, "--", remote]
+        port = ["-p", str(host.port)] if host.port is not None else []
+        return ["ssh", "-tt", *self.ssh_options, *port, host.target, "--", remote]
 
     def missing(self) -> str | None:
         return None if shutil.which("ssh") else "the ssh launcher needs an ssh client (apt-get install openssh-client)"
@@ -192,11 +253,27 @@ class SshLauncher:
 
 @dataclass
 class MpiLauncher:
-    """One ``mpirun -np 1 --host H`` per rank (Open MPI); env set by ``env`` on the far side, no shell."""
+    """One ``mpirun -np 1 --host H`` per rank (Open MPI); env set by ``env`` on the far side, no shell.
+
+    A host with an ssh port is refused when the launcher is made: ``--host`` and
+    Open MPI's hostfile have no per-host port, and the only way to hand ssh a port is
+    the launch agent's extra arguments, whose name depends on the version
+    (``plm_rsh_args`` in Open MPI 4, PRRTE's ``plm_ssh_args`` in 5) and which a
+    wrong guess turns into a silent no-op: ssh would log in at its default port.
+    ``~/.ssh/config`` works with every version, so the error points there.
+    """
 
     hosts: Sequence[Host]
     mpirun: str = "mpirun"
     name: str = "mpi"
+
+    def __post_init__(self) -> None:
+        _refuse_ssh_ports(
+            self.name, self.hosts, "mpirun's --host and hostfile have no per-host ssh port",
+            "remove the ':PORT' and give the port to ssh itself: 'Host {address}' with 'Port {port}' in "
+            "~/.ssh/config, or, if every host listens on that port, export OMPI_MCA_plm_rsh_args='-p {port}' "
+            "(Open MPI 4) or PRTE_MCA_plm_ssh_args='-p {port}' (Open MPI 5) before running pytest",
+        )
 
     def address(self, slot: int) -> str:
         return slot_hosts(self.hosts, slot + 1)[slot].address
@@ -211,11 +288,20 @@ class MpiLauncher:
 
 @dataclass
 class SlurmLauncher:
-    """One ``srun --nodes=1 --ntasks=1 --nodelist=H`` job step per rank, inside an allocation."""
+    """One ``srun --nodes=1 --ntasks=1 --nodelist=H`` job step per rank, inside an allocation.
+
+    ``srun`` starts ranks through the nodes' ``slurmd``, never ssh, so a port in the
+    hostfile means nothing here; it is refused when the launcher is made rather than
+    dropped, since the user who wrote it expected it to matter.
+    """
 
     hosts: Sequence[Host]
     srun: str = "srun"
     name: str = "slurm"
+
+    def __post_init__(self) -> None:
+        _refuse_ssh_ports(self.name, self.hosts, "srun starts ranks through slurmd, not ssh",
+                          "remove the ':PORT' from the hostfile (Slurm's node names are enough)")
 
     def address(self, slot: int) -> str:
         return slot_hosts(self.hosts, slot + 1)[slot].address
@@ -230,7 +316,10 @@ class SlurmLauncher:
 
 
 def make_launcher(name: str, hostfile: str | Path | None = None, **options: object) -> Launcher:
-    """The launcher called ``name``; ssh/mpi/slurm need a hostfile, netns needs namespaces=/addresses=."""
+    """The launcher called ``name``; ssh/mpi/slurm need a hostfile, netns needs namespaces=/addresses=.
+
+    A hostfile port that the launcher cannot honour (mpi, slurm) fails here, with the fix.
+    """
     if name not in LAUNCHERS:
         raise ValueError(f"launcher {name!r} is not known; use one of: {', '.join(LAUNCHERS)}")
     if name == "local":

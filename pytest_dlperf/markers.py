@@ -101,4 +101,10 @@ def validate(item: pytest.Item) -> list[str]:
         found = len(gpus())
         if found < needed:
             skips.append(f"needs {needed} CUDA device(s), found {found}: run it on a GPU runner (pytest -m gpu)")
+        elif "mxnet" in frameworks_of(item):
+            from .cores.mxnet_core import unsupported_gpu
+
+            reason = unsupported_gpu()
+            if reason:
+                skips.append(reason)
     return skips

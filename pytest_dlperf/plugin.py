@@ -41,7 +41,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_report_header(config: pytest.Config) -> list[str]:
     s = config.stash[SESSION_KEY].settings
     mode = "updating baselines" if s.update else f"tolerance {s.tolerance:.0%}"
-    lines = [f"dlperf: profile {s.profile}, baselines {s.baseline_dir}, {mode}, scenario timeout {s.timeout:g} s"]
+    state = config.stash[SESSION_KEY]
+    lines = [f"dlperf: profile {s.profile}, baselines {s.baseline_dir}, {mode}, scenario timeout {s.timeout:g} s"
+             + (", missing baselines fail" if s.require_baselines else "")]
+    lines += report.header_lines(state.store, state.hardware_keys(), s.profile)
     if s.reference:
         lines.append(f"dlperf A/B mode: every scenario also runs under {s.reference}, interleaved "
                      f"({s.pairs} pairs); a test fails when this environment is more than {s.ab_threshold:.0%} slower")
@@ -72,7 +75,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         tr.write_line(line)
     tr.write_line("")
     tr.write_line(report.counts_line(state.verdicts, state.written, state.unused()))
-    for line in report.missing_lines(state.verdicts) + report.unused_lines(state.unused()):
+    for line in (report.missing_lines(state.verdicts, state.store, state.settings.profile)
+                 + report.unused_lines(state.unused())):
         tr.write_line(line)
     if any(v.status == IMPROVEMENT for v in state.verdicts):
         tr.write_line("Improvements beyond the tolerance: refresh with --update-baselines to keep them.")

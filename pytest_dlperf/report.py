@@ -6,6 +6,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from .baselines import BaselineStore, split_entry_key
 from .stats import FASTER, SAME, SLOWER, PairedRatio
 from .verdict import IMPROVEMENT, MISSING, REGRESSION, UPDATED, Verdict
 
@@ -47,12 +48,38 @@ def counts_line(verdicts: list[Verdict], written: list[Path], unused: Sequence[s
     return ". ".join(parts) + "."
 
 
-def missing_lines(verdicts: list[Verdict]) -> list[str]:
-    missing = sorted({_short(v.test, v.label) for v in verdicts if v.status == MISSING})
-    if not missing:
-        return []
-    return ["No baseline on this machine for: " + ", ".join(missing),
-            "Record them with: pytest --update-baselines (then commit baselines/)"]
+def header_lines(store: BaselineStore, hardware_keys: Sequence[str], profile: str) -> list[str]:
+    """Per hardware key of this host: the baseline file its figures are compared with, and how many it holds."""
+    lines = []
+    for hw in hardware_keys:
+        path = store.path(hw)
+        count = sum(1 for key in store.keys(hw) if split_entry_key(key)[2] == profile)
+        held = (f"{count} {profile} entr{'y' if count == 1 else 'ies'}" if count else
+                f"no {profile} entries yet: record them with pytest --update-baselines")
+        lines.append(f"dlperf: hardware {hw}, compared with {path} ({held})")
+    return lines
+
+
+def missing_lines(verdicts: list[Verdict], store: BaselineStore | None = None, profile: str = "",
+                  limit: int = 8) -> list[str]:
+    """What has no baseline: one line per machine with none at all, else the scenarios (the first ``limit``)."""
+    by_hardware: dict[str, list[str]] = {}
+    for v in verdicts:
+        if v.status == MISSING:
+            names = by_hardware.setdefault(v.hardware or "unknown", [])
+            if _short(v.test, v.label) not in names:
+                names.append(_short(v.test, v.label))
+    lines = []
+    for hw, names in sorted(by_hardware.items()):
+        has_any = store is not None and any(split_entry_key(k)[2] == profile for k in store.keys(hw))
+        if store is not None and not has_any:
+            lines.append(f"No {profile} baselines for this machine: hardware key {hw}, file {store.path(hw)}.")
+            continue
+        shown = ", ".join(sorted(names)[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+        lines.append(f"No baseline on {hw} for: {shown}")
+    if lines:
+        lines.append("Record them with: pytest --update-baselines (then commit baselines/)")
+    return lines
 
 
 def unused_lines(unused: list[str]) -> list[str]:

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
 import pytest
 
 from . import markers
+from .console import Console
 from .baselines import BaselineFileError, BaselineStore, entry_key, split_entry_key
+from .environment import gpus, hardware_key
 from .devicelock import DeviceLockTimeout, device_lock, visible_gpus
 from .profiles import scenario_for
 from .paired import DEFAULT_PROCESSES, PairedResult, Variant, run_paired
@@ -50,6 +52,7 @@ class DlperfSession:
         self.filtered = False
         #: A/B mode: (test, label, candidate/reference ratio, decision) per scenario.
         self.ab_outcomes: list[tuple[str, str, PairedRatio, str]] = []
+        self.console = Console(config)
 
     def start(self) -> None:
         try:
@@ -61,6 +64,10 @@ class DlperfSession:
         if self.settings.update and self.store.staged_count:
             self.written = self.store.flush()
 
+    def hardware_keys(self) -> list[str]:
+        """The baseline files this host's figures go to: its CPUs', and its GPUs' when it has any."""
+        return [hardware_key("cpu")] + ([hardware_key("cuda")] if gpus() else [])
+
     def unused(self) -> list[str]:
         """Entries of this run's machines and profile whose test no longer exists (unfiltered runs only)."""
         if self.filtered:
@@ -70,12 +77,6 @@ class DlperfSession:
                 if split_entry_key(key)[2] == self.settings.profile
                 and split_entry_key(key)[0] not in self.collected]
 
-    def progress_sink(self) -> Any:
-        stream = sys.__stdout__
-        if stream is None or not os.isatty(stream.fileno()):
-            return None
-        writer = self.config.get_terminal_writer()
-        return lambda label, text: writer.line(f"    [dlperf {label}] {text}")
 
 
 class DlperfRun:
@@ -124,18 +125,22 @@ class DlperfRun:
         """
         if self._session.settings.reference:
             return self._run_ab(scenario)
-        sink = self._session.progress_sink()
-        on_progress = (lambda text: sink(scenario.label, text)) if sink else None
+        console = self._session.console
+        say = console.for_scenario(scenario.label)
         problem = ""
         try:
             with self._exclusive_devices(scenario):
-                result = run_scenario(scenario, self._workdir, on_progress)
+                say(f"training {scenario.describe()}")
+                started = time.monotonic()
+                result = run_scenario(scenario, self._workdir, console.child_progress(scenario.label))
         except ScenarioFailed as exc:
             problem = exc.report()
         except DeviceLockTimeout as exc:
             problem = f"scenario {scenario.label!r} not run: {exc}"
         if problem:  # failed outside the handler, so pytest shows the report alone, not a chain
+            say(f"failed: {problem.splitlines()[0]}")
             pytest.fail(problem, pytrace=False)
+        say(f"done in {time.monotonic() - started:.0f} s: {_headline(result)}")
         return self.record(result)
 
     def run_paired(self, *variants: Scenario | Variant, pairs: int | None = None,
@@ -154,13 +159,18 @@ class DlperfRun:
         first = variants[0].scenario if isinstance(variants[0], Variant) else variants[0]
         if processes is None:
             processes = settings.processes or (1 if first.device == "cuda" else DEFAULT_PROCESSES)
-        sink = self._session.progress_sink()
-        on_progress = (lambda text: sink("paired", text)) if sink else None
+        console = self._session.console
+        keys = [v.key if isinstance(v, Variant) else v.label for v in variants]
+        say = console.for_scenario(" vs ".join(keys) if len(keys) <= 3 else f"{keys[0]} vs {len(keys) - 1} variants")
         problem = ""
         try:
             with self._exclusive_devices(first):
+                say(f"training interleaved, {pairs or settings.pairs} pairs x {processes} processes per variant: "
+                    f"{first.describe()}")
+                started = time.monotonic()
                 paired = run_paired(list(variants), pairs=pairs or settings.pairs, processes=processes,
-                                    workdir=self._workdir, on_progress=on_progress, settle_seconds=settle_seconds)
+                                    workdir=self._workdir, on_progress=console.child_progress("paired"),
+                                    settle_seconds=settle_seconds)
         except ScenarioFailed as exc:
             problem = exc.report()
         except ScenarioError as exc:
@@ -168,7 +178,11 @@ class DlperfRun:
         except DeviceLockTimeout as exc:
             problem = f"paired scenarios {[getattr(v, 'label', v) for v in variants]!r} not run: {exc}"
         if problem:
+            say(f"failed: {problem.splitlines()[0]}")
             pytest.fail(problem, pytrace=False)
+        say(f"done in {time.monotonic() - started:.0f} s: "
+            + ", ".join(f"{key} {ratio.estimate:.3f}x" for key, ratio in paired.ratios.items())
+            + f" over {paired.reference}")
         for key, result in paired.results.items():
             if record and (key != paired.reference or not settings.reference):
                 self.record(result)
@@ -231,10 +245,9 @@ class DlperfRun:
         """Every scenario holds its devices' locks, so two pytest runs never time one device at once:
         the GPUs it sees, or the host's CPUs for a CPU scenario (two runs sharing cores distort
         each other's figures just as much; measured: -55% to -90% in a clash of two CI runs)."""
-        writer = self._session.config.get_terminal_writer()
         devices = visible_gpus(environ={**os.environ, **scenario.env}) if scenario.device == "cuda" else ["cpu"]
         return device_lock(devices, timeout=scenario.timeout, owner=self._item.nodeid,
-                           on_wait=lambda message: writer.line(f"    [dlperf {scenario.label}] {message}"))
+                           on_wait=self._session.console.for_scenario(scenario.label))
 
     def metric(self, label: str, name: str, samples: Sequence[float], unit: str, direction: str = HIGHER) -> Metric:
         """A derived figure (a speedup, a scaling efficiency) checked with the others by ``check``."""
@@ -292,11 +305,25 @@ class DlperfRun:
         # (``run``); the stored figures are still compared and shown in the summary.
         if any(v.status == REGRESSION for v in verdicts) and not settings.reference:
             pytest.fail(failure_message(nodeid, verdicts), pytrace=False)
+        missing = [v for v in verdicts if v.status == MISSING]
+        if missing and settings.require_baselines:
+            hw = missing[0].hardware
+            pytest.fail(f"{nodeid}: no baseline for {', '.join(f'{v.label} {v.metric}' for v in missing)} on "
+                        f"{hw} ({self._session.store.path(hw)}), and --dlperf-require-baselines is set. Record "
+                        "them on this machine with pytest --update-baselines, then commit baselines/", pytrace=False)
         return verdicts
 
     @property
     def missing(self) -> list[Verdict]:
         return [v for v in self._session.verdicts if v.test == self._item.nodeid and v.status == MISSING]
+
+
+def _headline(result: TrainingResult) -> str:
+    """The figure a person watching wants first: throughput, median of the rounds."""
+    if "throughput" not in result.metrics:
+        return "no throughput measured"
+    m = result.metrics["throughput"]
+    return f"{m.value:.4g} {m.unit} (median of {m.summary.n} rounds)"
 
 
 def _stack(software: dict[str, Any]) -> str:

@@ -120,6 +120,11 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--update-baselines", action="store_true", dest="dlperf_update", default=False,
                     help="write the figures measured in this run to the baseline files (merging; "
                          "other tests' and machines' entries are kept)")
+    group.addoption("--dlperf-require-baselines", action="store_true", dest="dlperf_require_baselines",
+                    default=False, help="fail a test whose figures have no baseline on this machine (for runners "
+                                        "that must compare; also ini dlperf_require_baselines, DLPERF_REQUIRE_BASELINES=1)")
+    parser.addini("dlperf_require_baselines", type="bool", default=False,
+                  help="fail a test whose figures have no baseline on this machine")
     for flag, dest, ini, convert, help_text in OPTIONS:
         group.addoption(flag, dest=dest, type=convert, default=None, help=help_text)
         parser.addini(ini, help=help_text, default=None)
@@ -139,6 +144,7 @@ class Settings(NamedTuple):
     processes: int | None = None
     reference: str | None = None
     ab_threshold: float = DEFAULT_AB_THRESHOLD
+    require_baselines: bool = False
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> "Settings":
@@ -175,14 +181,14 @@ class Settings(NamedTuple):
         if hostfile is not None and not hostfile.is_absolute():
             hostfile = Path(config.rootpath) / hostfile
         if launcher != "local":
-            from .launchers import HostfileError, read_hostfile
+            from .launchers import HostfileError, make_launcher
 
             if hostfile is None:
                 raise pytest.UsageError(f"--dlperf-launcher {launcher} needs --dlperf-hostfile PATH "
                                         "(one [user@]host[:port] per line)")
-            try:
-                read_hostfile(hostfile)
-            except (HostfileError, OSError) as exc:
+            try:  # the hosts, and what this launcher can do with them (a port under mpi/slurm), before any test
+                make_launcher(launcher, hostfile)
+            except (HostfileError, ValueError, OSError) as exc:
                 raise pytest.UsageError(f"--dlperf-hostfile {hostfile}: {exc}") from None
         return cls(
             launcher=launcher,
@@ -197,4 +203,17 @@ class Settings(NamedTuple):
             processes=values["dlperf_processes"],
             reference=values["dlperf_reference"],
             ab_threshold=values["dlperf_ab_threshold"] or DEFAULT_AB_THRESHOLD,
+            require_baselines=_require_baselines(config),
         )
+
+
+def _require_baselines(config: pytest.Config) -> bool:
+    """--dlperf-require-baselines, else DLPERF_REQUIRE_BASELINES (1/true/yes or 0/false/no), else the ini key."""
+    if config.getoption("dlperf_require_baselines"):
+        return True
+    raw = os.environ.get("DLPERF_REQUIRE_BASELINES", "").strip().lower()
+    if raw:
+        if raw not in ("1", "true", "yes", "0", "false", "no"):
+            raise pytest.UsageError(f"environment variable DLPERF_REQUIRE_BASELINES={raw!r}: use 1 or 0")
+        return raw in ("1", "true", "yes")
+    return bool(config.getini("dlperf_require_baselines"))

@@ -81,7 +81,7 @@ def test_timeout_names_the_lock_file_and_the_holder(tmp_path: Path, holder) -> N
     assert len(messages) == 1
 
 
-def test_waiter_is_told_once_whom_it_waits_for_then_gets_the_lock(tmp_path: Path, holder) -> None:
+def test_waiter_is_told_whom_it_waits_for_and_when_it_gets_the_lock(tmp_path: Path, holder) -> None:
     proc = holder(hold=1.0)
     messages: list[str] = []
     start = time.monotonic()
@@ -91,8 +91,9 @@ def test_waiter_is_told_once_whom_it_waits_for_then_gets_the_lock(tmp_path: Path
         assert f'"pid": {os.getpid()}' in paths[0].read_text()  # now names this process
     assert proc.wait(timeout=30) == 0
     assert waited > 0.3  # it really waited for the holder
-    assert len(messages) == 1, messages
+    assert len(messages) == 2, messages
     assert messages[0].startswith("GPU 0 is busy: ")
+    assert messages[1].startswith("GPU 0 free after waiting ")
     assert str(tmp_path / "locks" / "gpu0.lock") in messages[0]
     assert f"PID {proc.pid}" in messages[0] and "waiting up to 60 s" in messages[0]
 
@@ -139,7 +140,7 @@ def test_a_waiting_run_gets_the_gpu_between_the_holders_scenarios(tmp_path: Path
         proc.kill()
         proc.wait()
     assert waited < 5.0, f"waited {waited:.1f} s for a holder whose scenarios take 0.2 s"
-    assert len(messages) == 1
+    assert len(messages) == 2 and "free after waiting" in messages[1], messages
 
 
 def test_a_crashed_holder_releases_the_lock(tmp_path: Path, holder) -> None:
@@ -210,3 +211,14 @@ def test_visible_gpus_follow_cuda_visible_devices(monkeypatch: pytest.MonkeyPatc
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     assert devicelock.visible_gpus(count=2) == ["0", "1"]
     assert devicelock.visible_gpus(count=2, environ={"CUDA_VISIBLE_DEVICES": "1"}) == ["1"]  # a scenario's env
+
+
+def test_a_long_wait_is_reminded_with_the_time_waited(tmp_path: Path, holder, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(devicelock, "REMINDER_S", 0.3)
+    holder(hold=1.5)
+    messages: list[str] = []
+    with device_lock(["0"], timeout=60, on_wait=messages.append, directory=tmp_path / "locks"):
+        pass
+    reminders = [m for m in messages if m.startswith("still waiting for GPU 0 after ")]
+    assert reminders and all("held by PID" in m for m in reminders), messages
+    assert messages[0].startswith("GPU 0 is busy") and messages[-1].startswith("GPU 0 free after waiting")

@@ -24,6 +24,13 @@ COMMAND = [sys.executable, "-m", "pytest_dlperf.cores.torch_ddp", "/tmp/a b/conf
     ("10.0.0.7 slots=4", Host("10.0.0.7", slots=4)),
     ("ubuntu@ip-10-0-0-219", Host("ip-10-0-0-219", user="ubuntu")),
     ("fe80::1", Host("fe80::1")),
+    ("node1:2222", Host("node1", port=2222)),
+    ("ubuntu@node1:2222 slots=2", Host("node1", user="ubuntu", slots=2, port=2222)),
+    ("10.0.0.7:65535", Host("10.0.0.7", port=65535)),
+    ("[fe80::1]:2222", Host("fe80::1", port=2222)),
+    ("ubuntu@[fe80::1%eth0]:22", Host("fe80::1%eth0", user="ubuntu", port=22)),
+    ("[fe80::1]", Host("fe80::1")),
+    ("fe80::1:22", Host("fe80::1:22")),  # bare IPv6: every colon belongs to the address
 ])
 def test_valid_hosts_are_parsed(text, expected):
     assert validate_host(text) == expected
@@ -41,6 +48,16 @@ def test_valid_hosts_are_parsed(text, expected):
     ("r$oot@node1", "not a valid login name"),
     ("node_1", "neither"),
     ("a" * 300, "neither"),
+    ("node1:0", "port '0' is not a TCP port (host:PORT, PORT from 1 to 65535)"),
+    ("node1:70000", "port '70000' is not a TCP port"),
+    ("ubuntu@node1:abc", "port 'abc' is not a TCP port"),
+    ("node1:", "port '' is not a TCP port"),
+    ("[fe80::1]:0", "port '0'"),
+    ("node1:22:33", "an IPv6 address with a port is written [ADDRESS]:PORT"),
+    ("[node1]:22", "brackets hold an IPv6 address"),
+    ("[fe80::1]22", "brackets hold an IPv6 address"),
+    ("-oProxyCommand=x:22", "starts with '-'"),
+    ("fe80::1%$(reboot)", "not an interface name"),
 ])
 def test_unsafe_or_malformed_hosts_are_rejected(text, problem):
     with pytest.raises(HostfileError, match=re.escape(problem)):
@@ -54,6 +71,9 @@ def test_hostfile_skips_comments_and_names_the_bad_line(tmp_path):
     bad = tmp_path / "bad"
     bad.write_text("node1\nnode2 && curl evil\n", encoding="utf-8")
     with pytest.raises(HostfileError, match=r"bad:2: .*not understood"):
+        read_hostfile(bad)
+    bad.write_text("node1:2222\nnode2:70000\n", encoding="utf-8")
+    with pytest.raises(HostfileError, match=r"bad:2: port '70000' is not a TCP port"):
         read_hostfile(bad)
     empty = tmp_path / "empty"
     empty.write_text("# nothing\n", encoding="utf-8")
@@ -86,6 +106,16 @@ def test_ssh_quotes_every_remote_word_and_forwards_only_job_variables():
     assert shlex.split(prefix) == ["cd", "/srv/my job"]
     assert shlex.split(command) == ["env", "RANK=1", f"TF_CONFIG={TF_CONFIG}", "DLPERF_JOB=j-1", *COMMAND]
     assert ssh.argv(0, COMMAND, ENV)[argv.index("--") - 1] == "ubuntu@node1"
+
+
+def test_ssh_passes_a_host_port_as_its_own_words():
+    ssh = launchers.SshLauncher([Host("node1", user="ubuntu", port=2222), Host("fe80::1", port=22), Host("node3")])
+    argv = ssh.argv(0, COMMAND, ENV)
+    target = argv.index("--") - 1
+    assert argv[target - 2:target + 1] == ["-p", "2222", "ubuntu@node1"]
+    assert ssh.argv(1, COMMAND, ENV)[target - 2:target + 1] == ["-p", "22", "fe80::1"]
+    assert "-p" not in ssh.argv(2, COMMAND, ENV)
+    assert [ssh.address(i) for i in range(3)] == ["node1", "fe80::1", "node3"]  # rendezvous: the address alone
 
 
 def test_ssh_remote_command_survives_a_real_shell(tmp_path):
@@ -127,6 +157,24 @@ def test_make_launcher_names_the_problem(tmp_path):
     ssh = launchers.make_launcher("ssh", hostfile)
     assert isinstance(ssh, launchers.SshLauncher) and ssh.address(1) == "node2"
     assert isinstance(launchers.make_launcher("local"), launchers.LocalLauncher)
+
+
+@pytest.mark.parametrize("name,problem,fix", [
+    ("mpi", "mpirun's --host and hostfile have no per-host ssh port",
+     "'Host node2' with 'Port 2222' in ~/.ssh/config, or, if every host listens on that port, "
+     "export OMPI_MCA_plm_rsh_args='-p 2222' (Open MPI 4) or PRTE_MCA_plm_ssh_args='-p 2222' (Open MPI 5)"),
+    ("slurm", "srun starts ranks through slurmd, not ssh", "remove the ':PORT' from the hostfile"),
+])
+def test_launchers_without_an_ssh_port_refuse_one_when_made(tmp_path, name, problem, fix):
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("node1\nnode2:2222\n[fe80::1]:2200\n", encoding="utf-8")
+    with pytest.raises(HostfileError) as refused:
+        launchers.make_launcher(name, hostfile)
+    message = str(refused.value)
+    assert message.startswith(f"the {name} launcher cannot use the ssh port of 'node2:2222', '[fe80::1]:2200': ")
+    assert problem in message and fix in message
+    hostfile.write_text("node1\nnode2\n", encoding="utf-8")
+    assert launchers.make_launcher(name, hostfile).address(1) == "node2"
 
 
 def test_missing_tools_are_reported(monkeypatch):

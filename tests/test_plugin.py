@@ -160,14 +160,38 @@ def test_missing_baseline_passes_and_is_reported(pytester: pytest.Pytester) -> N
     pytester.makepyfile(test_train=TRAIN_TEST)
     result = run(pytester)
     result.assert_outcomes(passed=1)
+    hw = baseline_file(pytester).stem
     result.stdout.fnmatch_lines([
+        f"dlperf: hardware {hw}, compared with */baselines/{hw}.json (no smoke entries yet: record them with "
+        "pytest --update-baselines)",
+        # live lines, past the output capture (no -s), in a log that is not a TTY
+        "[[]dlperf[]] fp32: training torch/resnet18 fp32 on cpu, batch 4, 32px, *",
+        "[[]dlperf[]] fp32: done in * s: * samples/s (median of 3 rounds)",
         "*dlperf summary*",
         "scenario*metric*observed*baseline*delta*verdict*",
         "test_train::fp32*throughput*samples/s*missing*",
         "*0 metrics compared with baselines. 0 regressions. 0 improvements. * missing baselines.",
-        "No baseline on this machine for: test_train::fp32",
+        f"No smoke baselines for this machine: hardware key {hw}, file */baselines/{hw}.json.",
+        "Record them with: pytest --update-baselines (then commit baselines/)",
     ])
     assert not baseline_file(pytester).exists()
+
+
+@pytest.mark.framework("torch")
+def test_require_baselines_fails_a_test_without_them(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_train=TRAIN_TEST)
+    write_baseline(pytester, {"test_other.py::test_kept::fp32@smoke": {"throughput": record(5.0)}})
+    result = run(pytester, "--dlperf-require-baselines")
+    result.assert_outcomes(failed=1)
+    hw = baseline_file(pytester).stem
+    result.stdout.fnmatch_lines([
+        "dlperf: profile smoke, *, missing baselines fail",
+        f"dlperf: hardware {hw}, compared with */{hw}.json (1 smoke entry)",
+        f"*test_train.py::test_train: no baseline for fp32 throughput, fp32 peak_host_memory on {hw} "
+        f"(*/{hw}.json), and --dlperf-require-baselines is set. Record them on this machine with "
+        "pytest --update-baselines, then commit baselines/",
+        f"No baseline on {hw} for: test_train::fp32",
+    ])
 
 
 @pytest.mark.framework("torch")

@@ -43,12 +43,14 @@ RecordIO, when the run trained on real data.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import os
 import re
 import sys
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
+from ..environment import GpuCapability, gpu_capabilities
 from ..scenario import Scenario, ScenarioError
 from ..synthetic import batches as synthetic_batches
 
@@ -61,6 +63,18 @@ SYNTHETIC_POOL = 4
 SINGLE_PROCESS_KVSTORES = ("local", "device", "nccl")
 #: Seed 000: ``export MXNET_CUDNN_AUTOTUNE_DEFAULT=2`` (try every algorithm, pick the fastest).
 CUDNN_AUTOTUNE_SEED = "2"
+#: The GPU architectures (SASS only, no PTX) each MXNet 1.9 CUDA wheel was compiled for, by pip
+#: distribution. The installed mxnet does not say (``mxnet.runtime.Features`` lists CUDA, CUDNN,
+#: NCCL but no architectures; ``mxnet.libinfo`` only finds the library), so this is the release
+#: build's configuration: apache/mxnet ``config/distribution/linux_cu112.cmake`` and
+#: ``linux_cu117.cmake``, ``set(MXNET_CUDA_ARCH "5.0;6.0;7.0;8.0;8.6")``, without the ``+PTX``
+#: suffix that would have added PTX a newer GPU could JIT-compile. A distribution or version
+#: not listed here is not guessed at: its scenarios run.
+WHEEL_CUDA_ARCHITECTURES: dict[str, tuple[tuple[int, int], ...]] = {
+    "mxnet-cu112": ((5, 0), (6, 0), (7, 0), (8, 0), (8, 6)),
+    "mxnet-cu117": ((5, 0), (6, 0), (7, 0), (8, 0), (8, 6)),
+}
+WHEEL_TABLE_VERSION = "1.9."
 
 
 def zoo_name(model: str) -> str:
@@ -367,6 +381,41 @@ def _distribution() -> str | None:
     return names[0] if names else None
 
 
+@functools.lru_cache(maxsize=1)
+def _installed_wheel() -> tuple[str | None, str | None]:
+    """The installed mxnet's distribution and version, from its metadata (mxnet is not imported)."""
+    distribution = _distribution()
+    try:
+        return distribution, importlib.metadata.version(distribution) if distribution else None
+    except importlib.metadata.PackageNotFoundError:
+        return distribution, None
+
+
+def _runs_on(gpu: GpuCapability, architectures: Sequence[tuple[int, int]]) -> bool:
+    """SASS built for X.y runs on compute capability X.z with z >= y (CUDA's binary compatibility)."""
+    return any(major == gpu.major and minor <= gpu.minor for major, minor in architectures)
+
+
+def unsupported_gpu(gpus: Sequence[GpuCapability] | None = None, distribution: str | None = None,
+                    version: str | None = None) -> str | None:
+    """Why the installed MXNet wheel cannot run on a GPU here (a skip reason), or None when it can or
+    nobody can tell. Defaults: the visible GPUs (:func:`~pytest_dlperf.environment.gpu_capabilities`)
+    and the installed distribution; neither imports mxnet nor starts CUDA in this process."""
+    if distribution is None:
+        distribution, version = _installed_wheel()
+    architectures = WHEEL_CUDA_ARCHITECTURES.get(distribution or "")
+    if architectures is None or not (version or "").startswith(WHEEL_TABLE_VERSION):
+        return None
+    gpus = gpu_capabilities() if gpus is None else gpus
+    gpu = next((g for g in gpus or () if not _runs_on(g, architectures)), None)
+    if gpu is None:
+        return None
+    low, high = min(architectures), max(architectures)
+    return (f"mxnet {version} ({distribution}) has kernels for sm_{low[0]}{low[1]}-sm_{high[0]}{high[1]} only and "
+            f"no PTX; this GPU, {gpu.name}, is {gpu.sm}: it cannot run here (use a GPU of compute capability "
+            f"{low[0]}.{low[1]} to {high[0]}.x, or an MXNet build for {gpu.sm})")
+
+
 def environment(scenario: Scenario, loop: MXNetTrainingLoop) -> dict[str, Any]:
     import mxnet as mx
     import numpy as np
@@ -405,6 +454,9 @@ def train(scenario: Scenario, progress: Any = None) -> tuple[Any, list[float], d
     from ..measure import measure
 
     check_supported(scenario)
+    reason = unsupported_gpu() if scenario.device == "cuda" else None
+    if reason:  # the plugin skips gpu-marked tests for this; here a scenario asked for CUDA by hand
+        raise ScenarioError(reason)
     apply_environment(scenario)
     import mxnet as mx
 
