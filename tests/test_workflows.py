@@ -129,7 +129,7 @@ def test_gpu_suite_runs_only_on_the_self_hosted_gpu_runner_and_never_for_pull_re
     for name, job in wf["jobs"].items():
         assert {"self-hosted", "gpu"} <= set(runs_on(job)), f"gpu job {name} runs on {runs_on(job)}"
     text = run_text(wf)
-    assert "tox -e perf-torch -- -m gpu --junitxml=reports/gpu.xml" in text
+    assert "tox -e torch,perf-torch -- -m gpu --junitxml=reports/gpu.xml" in text
 
 
 def test_update_baselines_is_manual_and_opens_a_pull_request_with_least_privilege():
