@@ -24,7 +24,7 @@ import pytest
 
 from pytest_dlperf.datasets import FRAMEWORK_FORMATS, ImageSetSpec, ensure_image_set
 from pytest_dlperf.environment import usable_cpus
-from pytest_dlperf.loaders import classify, run_loader_only
+from pytest_dlperf.loaders import classify
 from pytest_dlperf.worker import REAL_DATA, missing_capability
 
 MODEL = "resnet18"  # seed 001's data-bound model
@@ -88,11 +88,11 @@ def _speed_only(result):
                                                 if not k.startswith("accuracy")})
 
 
-def _three_figures(dlperf, base, data_dir, workers, tmp_path, suffix=""):
+def _three_figures(dlperf, base, data_dir, workers, suffix=""):
     data = FRAMEWORK_FORMATS[base.framework]
     computes = _compute_only(dlperf, base, "compute_only")
     real = base.replace(data=data, data_dir=str(data_dir), loader_workers=workers)
-    loader = run_loader_only(real.replace(label=f"loader_only{suffix}"), tmp_path / "loader")
+    loader = dlperf.run_loader_only(real.replace(label=f"loader_only{suffix}"))
     effective = dlperf.run(real.replace(label=f"effective{suffix}"))
     assert "input_pipeline" in effective.details, (
         f"the {base.framework} core is listed with {REAL_DATA!r} in worker.CAPABILITIES but its result "
@@ -107,11 +107,11 @@ def _three_figures(dlperf, base, data_dir, workers, tmp_path, suffix=""):
 #: 2 cores: effective 183 then 108 img/s), so these figures are held at 50%: a halving still fails.
 @pytest.mark.tolerance(0.5)
 @pytest.mark.parametrize("framework", FRAMEWORKS)
-def test_loader_is_not_the_bottleneck(dlperf, framework, data_root, tmp_path, request):
+def test_loader_is_not_the_bottleneck(dlperf, framework, data_root, request):
     workers = loader_workers(dlperf.profile)
     base = _base(dlperf, framework, reserve_cores=workers)
     data_dir = ensure_image_set(data_root, SPEC, formats=(FRAMEWORK_FORMATS[framework],))
-    compute, loader, effective, verdict = _three_figures(dlperf, base, data_dir, workers, tmp_path)
+    compute, loader, effective, verdict = _three_figures(dlperf, base, data_dir, workers)
     request.node.user_properties.append(("dlperf.pipeline.efficiency", f"{verdict.efficiency:.3f}"))
     request.node.user_properties.append(("dlperf.pipeline.verdict", verdict.explain()))
     dlperf.check(_speed_only(compute), _speed_only(effective))
@@ -127,10 +127,10 @@ def test_loader_is_not_the_bottleneck(dlperf, framework, data_root, tmp_path, re
 
 @pytest.mark.tolerance(0.5)
 @pytest.mark.parametrize("framework", FRAMEWORKS)
-def test_data_bound_configuration_is_detected(dlperf, framework, data_root, tmp_path, request):
+def test_data_bound_configuration_is_detected(dlperf, framework, data_root, request):
     base = _base(dlperf, framework)
     data_dir = ensure_image_set(data_root, EXPENSIVE_SPEC, formats=(FRAMEWORK_FORMATS[framework],))
-    compute, loader, effective, verdict = _three_figures(dlperf, base, data_dir, 0, tmp_path, "_data_bound")
+    compute, loader, effective, verdict = _three_figures(dlperf, base, data_dir, 0, "_data_bound")
     request.node.user_properties.append(("dlperf.pipeline.efficiency", f"{verdict.efficiency:.3f}"))
     request.node.user_properties.append(("dlperf.pipeline.verdict", verdict.explain()))
     dlperf.check(_speed_only(effective))

@@ -41,11 +41,15 @@ class Run:
 
 
 @pytest.fixture
-def tf_policy():
-    """In-process TensorFlow; the mixed-precision policy is global, so restore it afterwards."""
+def tf_policy(request):
+    """In-process TensorFlow, holding the CPUs' lock like every measured run (another run's scenario
+    would distort it, and it theirs); the mixed-precision policy is global, so restore it afterwards."""
     import keras
 
-    yield
+    from pytest_dlperf.devicelock import device_lock
+
+    with device_lock(["cpu"], owner=request.node.nodeid):
+        yield
     keras.mixed_precision.set_global_policy("float32")
 
 

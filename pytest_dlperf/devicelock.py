@@ -32,6 +32,9 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 ENV_DIR = "DLPERF_LOCK_DIR"
 DEFAULT_DIR = Path("/tmp/pytest-dlperf-locks")
+#: Where waits are announced when a caller gives no ``on_wait`` (the plugin sets its console):
+#: code that locks without knowing the terminal (a distributed job) is still heard.
+_announcer: Callable[[str], None] | None = None
 #: Seconds between the "still waiting" lines while a run waits for a lock.
 REMINDER_S = 60.0
 #: Seconds between non-blocking retries while waiting (flock itself has no timeout).
@@ -215,6 +218,12 @@ def _release(path: Path) -> None:
     os.close(fd)
 
 
+def announce_waits_with(announcer: Callable[[str], None] | None) -> None:
+    """Announce waits of callers without an ``on_wait`` through ``announcer`` (None: stay silent)."""
+    global _announcer
+    _announcer = announcer
+
+
 @contextlib.contextmanager
 def device_lock(
     devices: Iterable[str | int],
@@ -233,6 +242,7 @@ def device_lock(
     written into the lock file for others' messages.
     """
     folder = directory or lock_dir()
+    on_wait = on_wait or _announcer
     names = sorted({lock_name(d): str(d).strip() for d in devices}.items())
     deadline = None if timeout is None else time.monotonic() + timeout
     taken: list[Path] = []

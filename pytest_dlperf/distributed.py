@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Iterator, Mapping, Sequence
 
+from .devicelock import device_lock, visible_gpus
 from .launchers import Launcher, LocalLauncher
 from .runner import tail
 
@@ -296,7 +297,18 @@ def _exit_reason(code: int) -> str:
 
 
 def run_job(job: Job, workdir: Path | None = None) -> JobResult:
-    """Start every rank, wait for the workers, return their payloads; raise JobFailed otherwise."""
+    """Start every rank, wait for the workers, return their payloads; raise JobFailed otherwise.
+
+    The job holds this machine's device lock (its CPUs; the GPUs it sees when it uses them) like
+    any measured scenario, so another run's scenario never shares its cores or GPUs. Ranks on
+    other hosts (ssh, MPI, Slurm) are not locked there: those hosts are the job's own.
+    """
+    devices = visible_gpus() if job.config.get("device") == "cuda" else ["cpu"]
+    with device_lock(devices or ["cpu"], timeout=job.timeout, owner=f"distributed job {job.label}"):
+        return _run_job(job, workdir)
+
+
+def _run_job(job: Job, workdir: Path | None) -> JobResult:
     job_id = f"{job.label}-{secrets.token_hex(4)}"
     logdir = Path(workdir or tempfile.mkdtemp(prefix="dlperf-job-")) / job_id
     logdir.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ from . import markers
 from .console import Console
 from .baselines import BaselineFileError, BaselineStore, entry_key, split_entry_key
 from .environment import gpus, hardware_key
-from .devicelock import DeviceLockTimeout, device_lock, visible_gpus
+from .devicelock import DeviceLockTimeout, announce_waits_with, device_lock, visible_gpus
 from .profiles import scenario_for
 from .paired import DEFAULT_PROCESSES, PairedResult, Variant, run_paired
 from .result import HIGHER, Metric, TrainingResult, metric_from, paired_metric
@@ -55,12 +55,14 @@ class DlperfSession:
         self.console = Console(config)
 
     def start(self) -> None:
+        announce_waits_with(self.console.line)
         try:
             self.store.check_all_readable()
         except BaselineFileError as exc:
             raise pytest.UsageError(str(exc)) from None
 
     def finish(self) -> None:
+        announce_waits_with(None)
         if self.settings.update and self.store.staged_count:
             self.written = self.store.flush()
 
@@ -142,6 +144,29 @@ class DlperfRun:
             pytest.fail(problem, pytrace=False)
         say(f"done in {time.monotonic() - started:.0f} s: {_headline(result)}")
         return self.record(result)
+
+    def run_loader_only(self, scenario: Scenario) -> TrainingResult:
+        """The input pipeline of ``scenario`` alone (:mod:`pytest_dlperf.loaders`), holding the device lock
+        like a training run; a crash or hang fails this test only. Recorded like :meth:`run`'s results."""
+        from .loaders import run_loader_only
+
+        say = self._session.console.for_scenario(scenario.label)
+        problem = ""
+        try:
+            with self._exclusive_devices(scenario):
+                say(f"reading {scenario.data} with {scenario.loader_workers} loader workers, no training")
+                started = time.monotonic()
+                result = run_loader_only(scenario, self._workdir / "loader",
+                                         self._session.console.child_progress(scenario.label))
+        except ScenarioFailed as exc:
+            problem = exc.report()
+        except DeviceLockTimeout as exc:
+            problem = f"loader-only {scenario.label!r} not run: {exc}"
+        if problem:
+            say(f"failed: {problem.splitlines()[0]}")
+            pytest.fail(problem, pytrace=False)
+        say(f"done in {time.monotonic() - started:.0f} s: {_headline(result)}")
+        return result
 
     def run_paired(self, *variants: Scenario | Variant, pairs: int | None = None,
                    processes: int | None = None, settle_seconds: float = 0.0, record: bool = True) -> PairedResult:

@@ -121,3 +121,20 @@ def test_a_job_without_a_result_file_names_the_rank(tmp_path, monkeypatch):
     job = dist.Job("torch", 1, CONFIG, timeout=30, label="noresult")
     with pytest.raises(dist.JobFailed, match="worker 0 exited 0 but wrote no result"):
         dist.run_job(job, tmp_path)
+
+
+def test_a_job_holds_the_cpu_lock_while_its_ranks_run(tmp_path, monkeypatch):
+    """Another run's scenario must not share the cores with a job's ranks: the job takes the CPUs' lock."""
+    from pytest_dlperf import devicelock
+
+    monkeypatch.setenv(devicelock.ENV_DIR, str(tmp_path / "locks"))
+    seen = {}
+
+    def ranks_run(job, workdir):
+        seen.update(devicelock.holders(tmp_path / "locks", ["cpu"]))
+        return "ran"
+
+    monkeypatch.setattr(dist, "_run_job", ranks_run)
+    assert dist.run_job(dist.Job("torch", 2, CONFIG, timeout=5, label="locked"), tmp_path) == "ran"
+    assert "cpu.lock" in seen and "distributed job locked" in seen["cpu.lock"], seen
+    assert devicelock.holders(tmp_path / "locks", ["cpu"]) == {}  # released after the job

@@ -6,12 +6,28 @@ only inside functions, after it has put the thread settings into the environment
 
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
 
 from pytest_dlperf.cores import mxnet_core
 from pytest_dlperf.scenario import Scenario, ScenarioError
+
+
+#: The variables these tests make apply_environment() write, as they were when the module was imported.
+WRITTEN = ("OMP_NUM_THREADS", "MXNET_CPU_WORKER_NTHREADS", "MXNET_CUDNN_AUTOTUNE_DEFAULT", "NVIDIA_TF32_OVERRIDE")
+AT_IMPORT = {name: os.environ.get(name) for name in WRITTEN}
+
+
+@pytest.fixture(autouse=True)
+def environment_restored():
+    """apply_environment() writes os.environ; monkeypatch.delenv of an unset variable records nothing,
+    so without this OMP_NUM_THREADS=2 from one test stayed set for every later test of the session."""
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
 
 
 def scenario(**changes) -> Scenario:
@@ -93,3 +109,8 @@ def test_unknown_model_names_the_zoo():
 
     with pytest.raises(ScenarioError, match="Gluon model zoo has no model 'resnet7_v1'"):
         mxnet_core.build_model(scenario(model="resnet7"), mx.cpu())
+
+
+def test_no_value_written_by_an_earlier_test_is_left_in_the_environment():
+    """Last in the file, after every test that made apply_environment() write os.environ."""
+    assert {name: os.environ.get(name) for name in WRITTEN} == AT_IMPORT
