@@ -297,7 +297,7 @@ class DlperfRun:
         With ``--update-baselines`` the figures are staged for writing instead.
         """
         settings = self._session.settings
-        tol = tolerance or markers.tolerance_of(self._item) or settings.tolerance
+        tol = markers.effective_tolerance(settings.tolerance, markers.tolerance_of(self._item), tolerance)
         nodeid = self._item.nodeid
         pending: list[tuple[str, Metric, TrainingResult]] = [
             (r.label, m, r) for r in results for m in r.metrics.values() if m.name in CHECKED_METRICS

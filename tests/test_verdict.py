@@ -213,3 +213,15 @@ def test_large_samples_use_the_normal_approximation_like_scipy() -> None:
     a = [rng.gauss(0, 1) for _ in range(20)]
     b = [rng.gauss(0.8, 1) for _ in range(20)]  # 40 samples, no ties: beyond the exact table
     assert mann_whitney_p(a, b) == pytest.approx(scipy_p(a, b, "asymptotic"), rel=1e-9)
+
+
+@pytest.mark.parametrize("run, marker, explicit, expected", [
+    (0.10, None, None, 0.10),   # the run's tolerance alone
+    (0.10, 0.50, None, 0.50),   # a marker widens a tighter run tolerance
+    (0.60, 0.50, None, 0.60),   # ... and never narrows a wider one (CI's 50% stays 50%+)
+    (0.60, 0.50, 0.05, 0.05),   # dlperf.check(tolerance=...) wins over both
+])
+def test_a_tolerance_marker_widens_the_run_tolerance_and_an_explicit_one_wins(run, marker, explicit, expected):
+    from pytest_dlperf.markers import effective_tolerance
+
+    assert effective_tolerance(run, marker, explicit) == expected
