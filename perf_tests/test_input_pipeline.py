@@ -13,7 +13,9 @@ The configuration under test must not be data-bound (effective >= 90% of
 compute-only; in the smoke profile, on a 2-core machine where a loader process must share
 the cores with training, the loader alone must outrun the model), and a configuration built to be data-bound (JPEGs of photo size,
 decoded in the training process) must be detected as such, so the detector is
-proven to fire. All three figures are recorded and held against the baselines.
+proven to fire. All three figures are recorded and held against the baselines, except the
+effective one on the smoke profile (2 cores: a loader process and training share them, and that
+figure swings beyond any tolerance with no change; it is recorded).
 """
 
 from __future__ import annotations
@@ -114,7 +116,13 @@ def test_loader_is_not_the_bottleneck(dlperf, framework, data_root, request):
     compute, loader, effective, verdict = _three_figures(dlperf, base, data_dir, workers)
     request.node.user_properties.append(("dlperf.pipeline.efficiency", f"{verdict.efficiency:.3f}"))
     request.node.user_properties.append(("dlperf.pipeline.verdict", verdict.explain()))
-    dlperf.check(_speed_only(compute), _speed_only(effective))
+    if dlperf.profile == "smoke":
+        # Training fed by a loader process on 2 cores swings beyond any tolerance with no change
+        # (torch effective: 183, 108, then 80 img/s in CI while compute-only held 124-150), so on
+        # the smoke profile the effective figure is recorded, not held against a baseline.
+        dlperf.check(_speed_only(compute))
+    else:
+        dlperf.check(_speed_only(compute), _speed_only(effective))
     if dlperf.profile == "smoke":
         # On a 2-core CI machine any loader process competes with the training step for a core
         # (measured: 76-104% of compute-only from run to run with one worker), so the smoke claim
