@@ -6,15 +6,15 @@ import dataclasses
 import os
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import pytest
 
 from . import markers
-from .console import Console
 from .baselines import BaselineFileError, BaselineStore, entry_key, split_entry_key
-from .environment import gpus, hardware_key
+from .console import Console
 from .devicelock import DeviceLockTimeout, announce_waits_with, device_lock, visible_gpus
+from .environment import gpus, hardware_key
 from .profiles import scenario_for
 from .paired import DEFAULT_PROCESSES, PairedResult, Variant, run_paired
 from .result import HIGHER, Metric, TrainingResult, metric_from, paired_metric
@@ -80,7 +80,6 @@ class DlperfSession:
                 and split_entry_key(key)[0] not in self.collected]
 
 
-
 class DlperfRun:
     """The ``dlperf`` fixture: build scenarios, train them, check them against baselines."""
 
@@ -127,42 +126,36 @@ class DlperfRun:
         """
         if self._session.settings.reference:
             return self._run_ab(scenario)
+        return self.record(self._measured(scenario, f"training {scenario.describe()}",
+                                          lambda progress: run_scenario(scenario, self._workdir, progress)))
+
+    def run_loader_only(self, scenario: Scenario) -> TrainingResult:
+        """The input pipeline of ``scenario`` alone (:mod:`pytest_dlperf.loaders`), holding the device lock
+        like a training run; a crash or hang fails this test only. Not recorded: the caller picks the
+        figures to hold (``dlperf.metric``), as test_input_pipeline does with its throughput."""
+        from .loaders import run_loader_only
+
+        intro = f"reading {scenario.data} with {scenario.loader_workers} loader workers, no training"
+        return self._measured(scenario, intro,
+                              lambda progress: run_loader_only(scenario, self._workdir / "loader", progress))
+
+    def _measured(self, scenario: Scenario, intro: str,
+                  child: Callable[[Callable[[str], None] | None], TrainingResult]) -> TrainingResult:
+        """Run ``child`` (given the progress writer) holding the devices' lock, with a start and an end
+        line on the terminal; a crash, hang or lock timeout fails this test with the report."""
         console = self._session.console
         say = console.for_scenario(scenario.label)
         problem = ""
         try:
             with self._exclusive_devices(scenario):
-                say(f"training {scenario.describe()}")
+                say(intro)
                 started = time.monotonic()
-                result = run_scenario(scenario, self._workdir, console.child_progress(scenario.label))
+                result = child(console.child_progress(scenario.label))
         except ScenarioFailed as exc:
             problem = exc.report()
         except DeviceLockTimeout as exc:
             problem = f"scenario {scenario.label!r} not run: {exc}"
         if problem:  # failed outside the handler, so pytest shows the report alone, not a chain
-            say(f"failed: {problem.splitlines()[0]}")
-            pytest.fail(problem, pytrace=False)
-        say(f"done in {time.monotonic() - started:.0f} s: {_headline(result)}")
-        return self.record(result)
-
-    def run_loader_only(self, scenario: Scenario) -> TrainingResult:
-        """The input pipeline of ``scenario`` alone (:mod:`pytest_dlperf.loaders`), holding the device lock
-        like a training run; a crash or hang fails this test only. Recorded like :meth:`run`'s results."""
-        from .loaders import run_loader_only
-
-        say = self._session.console.for_scenario(scenario.label)
-        problem = ""
-        try:
-            with self._exclusive_devices(scenario):
-                say(f"reading {scenario.data} with {scenario.loader_workers} loader workers, no training")
-                started = time.monotonic()
-                result = run_loader_only(scenario, self._workdir / "loader",
-                                         self._session.console.child_progress(scenario.label))
-        except ScenarioFailed as exc:
-            problem = exc.report()
-        except DeviceLockTimeout as exc:
-            problem = f"loader-only {scenario.label!r} not run: {exc}"
-        if problem:
             say(f"failed: {problem.splitlines()[0]}")
             pytest.fail(problem, pytrace=False)
         say(f"done in {time.monotonic() - started:.0f} s: {_headline(result)}")
