@@ -179,8 +179,9 @@ class BaselineStore:
                 if data is not None:
                     self._files.setdefault(path.stem, data["entries"])
 
-    def keys(self, hardware_key: str) -> list[str]:
-        return sorted(self.entries(hardware_key))
+    def keys(self, hardware_key: str, profile: str | None = None) -> list[str]:
+        """The entry keys of a machine's file, sorted; only the ``profile``'s when one is given."""
+        return sorted(k for k in self.entries(hardware_key) if profile is None or split_entry_key(k)[2] == profile)
 
     def lookup(self, hardware_key: str, key: str, metric: str) -> Baseline | None:
         rec = self.entries(hardware_key).get(key, {}).get(metric)

@@ -6,7 +6,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from .baselines import BaselineStore, split_entry_key
+from .baselines import BaselineStore
 from .stats import FASTER, SAME, SLOWER, PairedRatio
 from .verdict import IMPROVEMENT, MISSING, REGRESSION, UPDATED, Verdict
 
@@ -53,15 +53,14 @@ def header_lines(store: BaselineStore, hardware_keys: Sequence[str], profile: st
     lines = []
     for hw in hardware_keys:
         path = store.path(hw)
-        count = sum(1 for key in store.keys(hw) if split_entry_key(key)[2] == profile)
+        count = len(store.keys(hw, profile))
         held = (f"{count} {profile} entr{'y' if count == 1 else 'ies'}" if count else
                 f"no {profile} entries yet: record them with pytest --update-baselines")
         lines.append(f"dlperf: hardware {hw}, compared with {path} ({held})")
     return lines
 
 
-def missing_lines(verdicts: list[Verdict], store: BaselineStore | None = None, profile: str = "",
-                  limit: int = 8) -> list[str]:
+def missing_lines(verdicts: list[Verdict], store: BaselineStore, profile: str, limit: int = 8) -> list[str]:
     """What has no baseline: one line per machine with none at all, else the scenarios (the first ``limit``)."""
     by_hardware: dict[str, list[str]] = {}
     for v in verdicts:
@@ -71,8 +70,7 @@ def missing_lines(verdicts: list[Verdict], store: BaselineStore | None = None, p
                 names.append(_short(v.test, v.label))
     lines = []
     for hw, names in sorted(by_hardware.items()):
-        has_any = store is not None and any(split_entry_key(k)[2] == profile for k in store.keys(hw))
-        if store is not None and not has_any:
+        if not store.keys(hw, profile):
             lines.append(f"No {profile} baselines for this machine: hardware key {hw}, file {store.path(hw)}.")
             continue
         shown = ", ".join(sorted(names)[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")

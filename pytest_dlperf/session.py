@@ -75,9 +75,8 @@ class DlperfSession:
         if self.filtered:
             return []
         hardware = {v.hardware for v in self.verdicts if v.hardware}
-        return [key for hw in sorted(hardware) for key in self.store.keys(hw)
-                if split_entry_key(key)[2] == self.settings.profile
-                and split_entry_key(key)[0] not in self.collected]
+        return [key for hw in sorted(hardware) for key in self.store.keys(hw, self.settings.profile)
+                if split_entry_key(key)[0] not in self.collected]
 
 
 class DlperfRun:
