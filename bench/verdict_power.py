@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -342,6 +343,35 @@ def paired_trials(args: argparse.Namespace, s: Scenario, describe: str) -> dict[
             "pairs": args.pairs, "processes": args.processes}
 
 
+def process_luck(trials: Sequence[dict[str, Any]], processes: int) -> None:
+    """How much of a trial's error is each process's own luck, which more pairs cannot average away.
+
+    Pair ``i`` is taken by process ``i % processes`` of every variant (``paired.schedule``). Per
+    comparison, the spread of the per-process mean log ratios is set against what the spread of the
+    rounds alone would give; the excess is the process pairs' own offset (one process's memory
+    layout, its threads' placement), shown as the standard deviation of one process's offset.
+    """
+    if processes < 2:
+        return
+    observed, expected = [], []
+    for t in trials:
+        for label, _ in PAIRED_VARIANTS:
+            logs = [math.log(r) for r in t[label]["ratios"]]
+            groups = [logs[p::processes] for p in range(processes)]
+            if min(len(g) for g in groups) < 2:
+                continue
+            means = [statistics.fmean(g) for g in groups]
+            observed.append(statistics.variance(means))
+            expected.append(statistics.fmean(statistics.variance(g) / len(g) for g in groups))
+    if not observed:
+        return
+    between, rounds = statistics.fmean(observed), statistics.fmean(expected)
+    per_process = math.sqrt(max(between - rounds, 0.0) / 2)  # a process pair's offset is two processes' luck
+    print(f"process luck: per-process means of a comparison spread by {math.sqrt(between):.3f} (log ratio, sd), "
+          f"{math.sqrt(rounds):.3f} expected from the rounds alone: one process's own offset ~{per_process:.3f} "
+          f"(sd); with P processes per variant it moves a ratio by ~{per_process:.3f} x sqrt(2/P), whatever the pairs")
+
+
 def paired_report(data: dict[str, Any], describe: str) -> int:
     from pytest_dlperf.stats import FASTER, SLOWER, PairedRatio, decide
 
@@ -368,6 +398,7 @@ def paired_report(data: dict[str, Any], describe: str) -> int:
     per_comparison = wall / len(PAIRED_VARIANTS)
     print(f"cost: one trial (4 variants) {wall:.0f} s, i.e. {per_comparison:.0f} s per comparison against "
           f"{data['sequential_s']:.0f} s for two sequential runs ({per_comparison / data['sequential_s']:.1f}x)")
+    process_luck(trials, data["processes"])
     false_alarms = sum(t["aa"]["decision"] == SLOWER for t in trials)
     caught = sum(t["slowed_10"]["decision"] == SLOWER for t in trials)
     return 0 if false_alarms == 0 and caught == n else 1
