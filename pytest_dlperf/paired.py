@@ -34,7 +34,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 from .measure import ROUND_PREFIX
 from .result import TrainingResult, metric_from
@@ -99,6 +99,69 @@ def pairs_for(requested: int, processes: int) -> int:
     return max(block, -(-requested // block) * block)
 
 
+class Paced(Protocol):
+    """What the schedule drives: a training child (:class:`_PacedChild`), or a whole distributed
+    job (:class:`pytest_dlperf.paced_job.PacedJob`). Each call raises its own failure, naming
+    what failed, with its output; ``kill`` must be safe to call at any time, more than once."""
+
+    #: Seconds allowed for the warm-up, each round, and the finish.
+    timeout: float
+
+    def ready(self, timeout: float) -> None: ...
+
+    def round(self, timeout: float) -> dict: ...
+
+    def finish(self, timeout: float) -> Any: ...
+
+    def kill(self) -> None: ...
+
+
+@dataclass
+class Interleaved:
+    """What :func:`interleave` measured: per variant, each pair's round throughput; the order the
+    rounds were taken in, as (variant, process); and what each process's ``finish`` returned."""
+
+    throughput: list[list[float]]
+    order: list[tuple[int, int]]
+    finished: list[list[Any]]
+
+
+def interleave(starters: Sequence[Sequence[Callable[[], Paced]]], pairs: int, settle_seconds: float = 0.0,
+               build_one_at_a_time: bool = False) -> Interleaved:
+    """Start ``starters[variant][process]``, wait until all are warm, take ``pairs`` pairs of rounds
+    in :func:`schedule`'s order, finish every process; every started process is killed whatever happens.
+
+    ``pairs`` should be whole blocks (:func:`pairs_for`); each process takes ``pairs / processes`` rounds.
+    """
+    processes = len(starters[0])
+    groups: list[list[Paced]] = []
+    try:
+        for group in starters:
+            groups.append([])
+            for start in group:  # one at a time, so a failed start leaves the others listed for the kill
+                groups[-1].append(start())
+                if build_one_at_a_time:
+                    groups[-1][-1].ready(groups[-1][-1].timeout)
+        for group in groups if not build_one_at_a_time else ():  # no round while any process still warms up
+            for paced in group:
+                paced.ready(paced.timeout)
+        throughput: list[list[float]] = [[0.0] * pairs for _ in groups]
+        order: list[tuple[int, int]] = []
+        for i, pair in enumerate(schedule(len(groups), processes, pairs)):
+            for v, p in pair:
+                paced = groups[v][p]
+                throughput[v][i] = float(paced.round(paced.timeout)["samples_per_second"])
+                order.append((v, p))
+                if settle_seconds:
+                    time.sleep(settle_seconds)
+        finished = [[paced.finish(paced.timeout) for paced in group] for group in groups]
+    finally:
+        for group in groups:
+            for paced in group:
+                paced.kill()
+    return Interleaved(throughput, order, finished)
+
+
 class _PacedChild:
     """One persistent training child: started, then driven one round at a time."""
 
@@ -117,6 +180,7 @@ class _PacedChild:
         self.scenario_path.write_text(scenario.to_json(), encoding="utf-8")
         self.result_path.unlink(missing_ok=True)
         self.scenario = scenario
+        self.timeout = scenario.timeout
         command = [*scenario.launch_prefix, variant.python or sys.executable, "-m", variant.module,
                    str(self.scenario_path), str(self.result_path), "--paced"]
         self._log = open(self.log_path, "wb")
@@ -249,36 +313,16 @@ def run_paired(
     pairs = pairs_for(pairs, processes)
     workdir = Path(tempfile.mkdtemp(prefix="paired-", dir=workdir))
     rounds_each = pairs // processes
-    children: list[list[_PacedChild]] = []
-    try:
-        for variant in variants:
-            children.append([])
-            for p in range(processes):  # one at a time, so a failed start leaves the others listed for the kill
-                children[-1].append(_PacedChild(variant, p, rounds_each, workdir, on_progress))
-                if build_one_at_a_time:
-                    children[-1][-1].ready(children[-1][-1].scenario.timeout)
-        for group in children if not build_one_at_a_time else ():  # no round while any child still warms up
-            for child in group:
-                child.ready(child.scenario.timeout)
-        throughput: list[list[float | None]] = [[None] * pairs for _ in variants]
-        order: list[tuple[str, int]] = []
-        for i, pair in enumerate(schedule(len(variants), processes, pairs)):
-            for v, p in pair:
-                child = children[v][p]
-                reply = child.round(child.scenario.timeout)
-                throughput[v][i] = float(reply["samples_per_second"])
-                order.append((keys[v], p))
-                if settle_seconds:
-                    time.sleep(settle_seconds)
-        per_variant = [[c.finish(c.scenario.timeout) for c in group] for group in children]
-    finally:
-        for group in children:
-            for child in group:
-                child.kill()
+
+    def starter(variant: Variant, p: int) -> Callable[[], _PacedChild]:
+        return lambda: _PacedChild(variant, p, rounds_each, workdir, on_progress)
+
+    run = interleave([[starter(v, p) for p in range(processes)] for v in variants], pairs,
+                     settle_seconds, build_one_at_a_time)
+    throughput, per_variant = run.throughput, run.finished
+    order = [(keys[v], p) for v, p in run.order]
     results = {keys[v]: merge(per_variant[v], throughput[v], processes) for v in range(len(variants))}
-    ratios = {keys[v]: paired_ratio([t for t in throughput[v] if t is not None],
-                                    [t for t in throughput[0] if t is not None], confidence)
-              for v in range(1, len(variants))}
+    ratios = {keys[v]: paired_ratio(throughput[v], throughput[0], confidence) for v in range(1, len(variants))}
     return PairedResult(keys[0], results, ratios, order)
 
 

@@ -10,7 +10,9 @@ no DDP: the reference the equivalence test compares with.
 
 Throughput per worker comes from the shared ``measure`` harness; the rank writes its
 final parameters (``.npz``) and rank 0 reports validation top-1/top-5 on held-out
-synthetic data.
+synthetic data. A paced job (config ``"paced": true``, :mod:`pytest_dlperf.paced_job`)
+takes each timed round when the parent says so: rank 0 waits for its ``go``, then every
+rank meets in ``torch.distributed.barrier()`` before starting its clock.
 
 Models: ``resnet18`` (``torchvision.models.get_model``) for scaling and
 accuracy; ``tiny_cnn`` (two convolutions, no BatchNorm) for the equivalence check,
@@ -93,6 +95,7 @@ def evaluate(model: torch.nn.Module, config: dict[str, Any], device: torch.devic
 
 def main(argv: list[str]) -> int:
     from ..measure import measure
+    from ..paced_job import rank_pacer
 
     config, result_path = dist_util.load_rank(argv)
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
@@ -120,7 +123,8 @@ def main(argv: list[str]) -> int:
         net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     loop = DDPLoop(net, config, rank, world, device)
     start = time.perf_counter()
-    metrics, losses, details = measure(loop, scenario, lambda text: print(f"[dlperf] {text}", flush=True))
+    pacer = rank_pacer(config, rank, torch.distributed.barrier if world > 1 else None)
+    metrics, losses, details = measure(loop, scenario, lambda text: print(f"[dlperf] {text}", flush=True), pacer=pacer)
     train_seconds = time.perf_counter() - start
     params = {name: p.detach().cpu().numpy() for name, p in model.state_dict().items()}
     params_path = result_path.with_suffix(".params.npz")
