@@ -471,6 +471,9 @@ OUTPUT_DRAIN = 3.0
 #: mpirun does ("Process name: [[5138,1],1]" ... "Exit code: 17"): which of the launch's ranks, what status.
 _CULPRITS = {"torchrun": (re.compile(rb"local_rank:\s*(\d+)\)"), re.compile(rb"exitcode\s*:\s*(-?\d+)")),
              "mpi": (re.compile(rb"Process name:\s*\[\[\d+,\d+\],(\d+)\]"), re.compile(rb"Exit code:\s*(-?\d+)"))}
+#: Where torchrun names the first failure. With several ranks on a host it lists the others first
+#: ("Failures:": the ranks it SIGTERMed after the first one died), so the search starts here.
+_ROOT_CAUSE = b"Root Cause (first observed failure):"
 
 
 class TaggedLaunch:
@@ -556,6 +559,8 @@ class TaggedLaunch:
             text = self.log.read_bytes()
         except OSError:
             return rank, code
+        if self.kind == "torchrun" and _ROOT_CAUSE in text:
+            text = text[text.rindex(_ROOT_CAUSE):]
         who, status = (pattern.search(text) for pattern in _CULPRITS[self.kind])
         if who and int(who.group(1)) < len(self.ranks):
             rank = self.ranks[int(who.group(1))]

@@ -240,6 +240,9 @@ print("agent: starting 2 ranks", flush=True)
 print("[dlperf-rank 1] [dlperf] step 1\r", flush=True)
 print("[dlperf-rank 0] [dlperf] step 1", flush=True)
 print("[dlperf-rank 1] Traceback: boom", flush=True)
+# as torchrun 2.x prints it with two ranks on the host: the rank it SIGTERMed after the first
+# failure is listed under "Failures:", before the root cause
+print("Failures:\n  rank      : 2 (local_rank: 0)\n  exitcode  : -15 (pid: 98)  (SIGTERM)", flush=True)
 print("Root Cause (first observed failure):\n  rank      : 3 (local_rank: 1)\n  exitcode  : 17 (pid: 99)", flush=True)
 sys.exit(1)
 """
