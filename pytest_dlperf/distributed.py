@@ -79,10 +79,10 @@ SERVER_EXIT_GRACE = 10.0
 #: launchers (mpirun then only places one agent per host); the MPI environment gives MPI's own
 #: placement and its fail-fast (mpirun ends the world when one rank fails) with no agent.
 TORCH_STARTS = ("torchrun", "env", "mpi")
-#: A torch job's ``start`` when none is given. Still ``env``: torchrun has passed its self-tests
-#: (argv, environment, per-rank output, blame) but not yet a real job run on the engines; switch
-#: to ``torchrun`` once ``perf_tests/test_engines.py`` and ``tests/test_engines.py`` pass with it.
-DEFAULT_TORCH_START = "env"
+#: A torch job's ``start`` when none is given: ``torchrun``, the way PyTorch documents it; real
+#: jobs through it pass on the local launcher and across hosts through ssh, mpirun and srun
+#: (``perf_tests/test_engines.py``, ``tests/test_engines.py``).
+DEFAULT_TORCH_START = "torchrun"
 #: How MXNet ps-lite processes start. None: one launcher process each (a scheduler, servers, workers,
 #: each told its DMLC_ROLE). ``mpi`` (the mpi launcher): as MXNet's ``tools/launch.py --launcher mpi``
 #: (dmlc-core's ``dmlc_tracker/mpi.py``) does: one ``mpirun -np NWORKER`` with DMLC_ROLE=worker and
