@@ -2,14 +2,21 @@
 
 The parent side (:func:`run_job`) gives every process of the job
 
-* its framework's own rendezvous environment: the torchrun variables
-  (``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``),
+* its framework's own rendezvous environment: for torch, ``torchrun`` (one agent per host, c10d
+  rendezvous; it gives each rank ``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``,
+  ``LOCAL_RANK``), or those variables from us (``start="env"``), or, under ``mpirun``,
+  ``MASTER_ADDR``/``MASTER_PORT`` from us and the rest from Open MPI (``start="mpi"``);
   ``TF_CONFIG`` for ``MultiWorkerMirroredStrategy``, or the ps-lite variables
   (``DMLC_ROLE``, ``DMLC_PS_ROOT_URI``, ``DMLC_PS_ROOT_PORT``, ``DMLC_NUM_WORKER``,
   ``DMLC_NUM_SERVER``) for an MXNet scheduler, its servers and its workers;
 * ports that are free on the job's own addresses and reserved against every other
   job on this machine (an ``flock`` per port held for the job's lifetime);
 * a marker ``DLPERF_JOB=<id>`` in its environment, its own log, its own process group.
+
+Where one launch process carries several ranks (a host's torchrun, the world's mpirun), its
+output is split into one log per rank by the tag each line carries (torchrun's
+``--log-line-prefix-template``, mpirun's ``--tag-output``), and a failure is blamed on the rank
+the launcher's own report names (torchrun's "Root Cause", mpirun's "Process name").
 
 It then watches the ranks: the first rank to exit non-zero, or, at the timeout, the
 rank with the least progress, fails the job with :class:`JobFailed` naming that rank
@@ -25,6 +32,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -32,14 +40,17 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Iterator, Mapping, Sequence
 
 from .devicelock import device_lock, visible_gpus
-from .launchers import REMOTE_SCRATCH, Launcher, LocalLauncher
+from .launchers import (MPI_TAG_PATTERN, REMOTE_SCRATCH, TORCHRUN_TAG_PATTERN, Launcher, LocalLauncher,
+                        torchrun_command)
 from .runner import tail
 
 ENTRY_POINTS = {
@@ -58,6 +69,28 @@ CONFIG_ENV = "DLPERF_JOB_CONFIG"
 REMOTE_CALL_TIMEOUT = 60.0
 #: How long the scheduler/servers of a ps-lite job may take to exit after the workers finished.
 SERVER_EXIT_GRACE = 10.0
+#: How torch ranks start. ``torchrun`` (under every launcher): one torchrun agent per host, the
+#: way PyTorch documents multi-node jobs. ``env``: one process per rank, given the torchrun
+#: variables by the parent (no agent). ``mpi`` (only
+#: under the mpi launcher): one ``mpirun -np N`` for the whole world, each rank taking RANK,
+#: WORLD_SIZE and LOCAL_RANK from ``OMPI_COMM_WORLD_*`` (how DDP runs on MPI clusters without
+#: torchrun), MASTER_ADDR/PORT from the parent. Under mpirun both are offered because both are
+#: what users run: torchrun gives the same agent, rendezvous and failure report as on the other
+#: launchers (mpirun then only places one agent per host); the MPI environment gives MPI's own
+#: placement and its fail-fast (mpirun ends the world when one rank fails) with no agent.
+TORCH_STARTS = ("torchrun", "env", "mpi")
+#: A torch job's ``start`` when none is given: ``torchrun``, the way PyTorch documents it; real
+#: jobs through it pass on the local launcher and across hosts through ssh, mpirun and srun
+#: (``perf_tests/test_engines.py``, ``tests/test_engines.py``).
+DEFAULT_TORCH_START = "torchrun"
+#: How MXNet ps-lite processes start. None: one launcher process each (a scheduler, servers, workers,
+#: each told its DMLC_ROLE). ``mpi`` (the mpi launcher): as MXNet's ``tools/launch.py --launcher mpi``
+#: (dmlc-core's ``dmlc_tracker/mpi.py``) does: one ``mpirun -np NWORKER`` with DMLC_ROLE=worker and
+#: one ``mpirun -np NSERVER`` with DMLC_ROLE=server, the same DMLC_* for every process of an mpirun
+#: (no DMLC_NODE_HOST: ps-lite takes the address of DMLC_INTERFACE). launch.py runs the scheduler
+#: on the submitting machine; here it is a one-process mpirun on the first host, since a launcher
+#: has no way to start a process on the machine pytest's launch clients run from.
+MXNET_STARTS = ("mpi",)
 PORT_LOCK_DIR = Path(tempfile.gettempdir()) / f"dlperf-ports-{os.getuid() if hasattr(os, 'getuid') else 0}"
 
 
@@ -118,10 +151,28 @@ class Job:
     env: Mapping[str, str] = field(default_factory=dict)
     label: str = "job"
     python: str = sys.executable
+    #: How ranks start: torch :data:`TORCH_STARTS` (None: :data:`DEFAULT_TORCH_START`); MXNet None or ``mpi``.
+    start: str | None = None
 
     def __post_init__(self) -> None:
         if self.framework not in ENTRY_POINTS:
             raise ValueError(f"framework {self.framework!r}: use one of {', '.join(ENTRY_POINTS)}")
+        if self.framework == "mxnet" and self.start is not None:
+            if self.start not in MXNET_STARTS or self.launcher.name != "mpi":
+                raise ValueError(f"start={self.start!r}: an MXNet job starts one process per rank, or, under the mpi "
+                                 "launcher, start='mpi' (one mpirun per role, as MXNet's launch.py --launcher mpi)")
+            if len(self.ranks()) == self.workers:
+                raise ValueError("start='mpi' starts a ps-lite cluster: it needs a dist_* kvstore in the config")
+        elif self.start is not None and self.framework != "torch":
+            raise ValueError(f"start={self.start!r} is for torch and MXNet jobs; {self.framework} ranks start "
+                             "their own way (leave start unset)")
+        if self.framework == "torch":
+            self.start = self.start or DEFAULT_TORCH_START
+            if self.start not in TORCH_STARTS:
+                raise ValueError(f"start={self.start!r}: use one of {', '.join(TORCH_STARTS)}")
+            if self.start == "mpi" and self.launcher.name != "mpi":
+                raise ValueError(f"start='mpi' reads the ranks from mpirun's environment; it needs the mpi launcher "
+                                 f"(--dlperf-launcher mpi), not {self.launcher.name!r}; use start='torchrun' there")
         if self.workers < 1:
             raise ValueError(f"workers={self.workers} must be >= 1")
         if self.framework == "mxnet" and self.servers < 1:
@@ -201,6 +252,10 @@ def _interface(launcher: Launcher) -> str | None:
     return getattr(launcher, "interface", None) or {"local": "lo", "netns": "eth0"}.get(launcher.name)
 
 
+_SET_BY_STARTER = {"torchrun": ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"),
+                   "mpi": ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+
+
 def rank_environments(job: Job, job_id: str, ports: PortReservation) -> dict[Rank, dict[str, str]]:
     """Each rank's full environment: ours, the job marker, the framework's rendezvous variables."""
     launcher = job.launcher
@@ -219,12 +274,22 @@ def rank_environments(job: Job, job_id: str, ports: PortReservation) -> dict[Ran
         master = launcher.address(0)
         port = str(ports.take(master))
         seen: dict[str, int] = {}
+        on_host = {launcher.address(r.slot): ",".join(str(q.index) for q in ranks
+                                                      if launcher.address(q.slot) == launcher.address(r.slot))
+                   for r in ranks}
         for r in ranks:
             addr = launcher.address(r.slot)
             local_rank = seen.get(addr, 0)
             seen[addr] = local_rank + 1
-            env = dict(base, MASTER_ADDR=master, MASTER_PORT=port, RANK=str(r.index), WORLD_SIZE=str(job.workers),
-                       LOCAL_RANK=str(local_rank))
+            if job.start == "torchrun":  # torchrun sets the rest; launch index: INDEXES[LOCAL_RANK]
+                env = dict(base, DLPERF_PROCESS_INDEXES=on_host[addr], DLPERF_RENDEZVOUS=f"{master}:{port}")
+            elif job.start == "mpi":  # Open MPI sets OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK
+                env = dict(base, MASTER_ADDR=master, MASTER_PORT=port)
+            else:
+                env = dict(base, MASTER_ADDR=master, MASTER_PORT=port, RANK=str(r.index),
+                           WORLD_SIZE=str(job.workers), LOCAL_RANK=str(local_rank))
+            for name in _SET_BY_STARTER.get(job.start or "", ()):
+                env.pop(name, None)  # torchrun or Open MPI sets it: never a stale value from the caller's
             if iface:
                 env["GLOO_SOCKET_IFNAME"] = iface
             out[r] = env
@@ -241,12 +306,17 @@ def rank_environments(job: Job, job_id: str, ports: PortReservation) -> dict[Ran
             env = dict(base)
             if dist:
                 env.update(DMLC_ROLE=r.role, DMLC_PS_ROOT_URI=root, DMLC_PS_ROOT_PORT=root_port,
-                           DMLC_NUM_WORKER=str(job.workers), DMLC_NUM_SERVER=str(job.servers),
-                           DMLC_NODE_HOST=launcher.address(r.slot))
+                           DMLC_NUM_WORKER=str(job.workers), DMLC_NUM_SERVER=str(job.servers))
+                if job.start == "mpi":  # one mpirun's processes share one environment: ps-lite finds its address
+                    env["DMLC_JOB_CLUSTER"] = "mpi"  # as dmlc_tracker/mpi.py sets it
+                else:
+                    env["DMLC_NODE_HOST"] = launcher.address(r.slot)
                 if iface:
                     env["DMLC_INTERFACE"] = iface
             out[r] = env
     for r, env in out.items():
+        if job.start in ("torchrun", "mpi"):
+            continue  # one process starts several ranks: each finds its launch index (launch_index)
         env["DLPERF_RANK_NAME"] = r.name
         env["DLPERF_PROCESS_INDEX"] = str(r.index)  # the launch index the parent names failures by
     return out
@@ -340,7 +410,7 @@ def _run_job(job: Job, workdir: Path | None) -> JobResult:
     remote = bool(getattr(job.launcher, "remote", False))
     (logdir / "config.json").write_text(json.dumps(job.config), encoding="utf-8")  # the record; ranks get the env
     ports: PortReservation | RemotePorts = RemotePorts(job, job_id) if remote else PortReservation()
-    procs: dict[Rank, subprocess.Popen[bytes]] = {}
+    procs: dict[Rank, Any] = {}  # a Popen, or a TaggedLaunch several ranks share
     logs: dict[Rank, Path] = {}
     results: dict[Rank, Path] = {}
     entry = ENTRY_POINTS[job.framework]
@@ -349,10 +419,17 @@ def _run_job(job: Job, workdir: Path | None) -> JobResult:
     unreached: list[str] | None = None  # None: the remote hosts were not cleaned up yet
     try:
         envs = rank_environments(job, job_id, ports)
+        scratch = Path(REMOTE_SCRATCH) / job_id if remote else logdir
         for rank, env in envs.items():
             logs[rank] = logdir / f"{rank.file_stem}.log"
-            results[rank] = (Path(REMOTE_SCRATCH) / job_id if remote else logdir) / f"{rank.file_stem}.json"
+            results[rank] = scratch / f"{rank.file_stem}.json"
             env[CONFIG_ENV] = json.dumps(job.config)
+        if job.start in ("torchrun", "mpi"):
+            tagged = _start_tagged(job, job_id, envs, logs, scratch, logdir)
+            procs.update((r, tagged[r]) for r in envs)  # rank order, whatever the hosts' order
+        for rank, env in envs.items():
+            if rank in procs:
+                continue
             command = [_python(job, rank.slot), "-m", entry, "-", str(results[rank])]
             argv = job.launcher.argv(rank.slot, command, env)
             with open(logs[rank], "wb") as log:
@@ -376,12 +453,157 @@ def _run_job(job: Job, workdir: Path | None) -> JobResult:
     for rank in [r for r in procs if r.role == "worker"]:
         payload = read_rank_result(logs[rank], None if remote else results[rank])
         if payload is None:
-            raise JobFailed(job_id, rank.name, "exited 0 but wrote no result", tail(logs[rank]), leftovers,
+            raise JobFailed(job_id, rank.name, "exited 0 but wrote no result", _output(procs, logs, rank), leftovers,
                             _host(job, rank), unreached or ())
         if remote:
             payload["params"] = None  # it lived in the host's scratch folder, removed with the job
         payloads.append(payload)
     return JobResult(job_id, job.label, payloads, wall, logdir, rendezvous_of(envs))
+
+
+# ---------------------------------------------------------------- one process, several ranks
+
+#: How many of a launch process's own last lines a failure report shows.
+LAUNCHER_LINES = 16
+#: How long a launch process's output may still be read after it exited, before the exit counts.
+OUTPUT_DRAIN = 3.0
+#: The first failure as torchrun reports it ("rank: 1 (local_rank: 0)" ... "exitcode: 17") and as
+#: mpirun does ("Process name: [[5138,1],1]" ... "Exit code: 17"): which of the launch's ranks, what status.
+_CULPRITS = {"torchrun": (re.compile(rb"local_rank:\s*(\d+)\)"), re.compile(rb"exitcode\s*:\s*(-?\d+)")),
+             "mpi": (re.compile(rb"Process name:\s*\[\[\d+,\d+\],(\d+)\]"), re.compile(rb"Exit code:\s*(-?\d+)"))}
+#: Where torchrun names the first failure. With several ranks on a host it lists the others first
+#: ("Failures:": the ranks it SIGTERMed after the first one died), so the search starts here.
+_ROOT_CAUSE = b"Root Cause (first observed failure):"
+
+
+class TaggedLaunch:
+    """One launch process (a host's torchrun, the world's mpirun) that carries several ranks.
+
+    Its output is read line by line: a line tagged by the launcher (``kind``'s pattern, the tag's
+    number indexing ``ranks``) goes, untagged, to that rank's log; the launcher's own lines (its
+    messages, its failure report) are kept apart, the last few in ``untagged`` for a failure report
+    (so a rank's log shows its own last lines, not the agent's traceback). The whole output is kept
+    in ``log``. ``poll`` reports the
+    exit only once the output is read (a result line must not be missed), at most
+    :data:`OUTPUT_DRAIN` seconds later. Quacks like the ``Popen`` the watcher and clean-up use.
+    """
+
+    def __init__(self, argv: Sequence[str], env: Mapping[str, str], kind: str, ranks: Sequence[Rank],
+                 logs: Sequence[Path], log: Path):
+        self.kind, self.ranks, self.log = kind, list(ranks), log
+        # a tag may start a line or, from mpirun, follow another rank's unfinished chunk
+        self._tag = re.compile((TORCHRUN_TAG_PATTERN if kind == "torchrun" else MPI_TAG_PATTERN).lstrip("^").encode())
+        #: The launcher's own lines (untagged), the last few: what it says about a failure.
+        self.untagged: deque[str] = deque(maxlen=LAUNCHER_LINES)
+        self._files = [open(path, "wb") for path in logs]
+        self._own = open(log, "wb")
+        self._proc = subprocess.Popen(list(argv), env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL, start_new_session=True)
+        self.pid = self._proc.pid
+        self._exited_at: float | None = None
+        self._reader = threading.Thread(target=self._read, name=f"dlperf-{kind}-output", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        """Split the output by tag. A rank's chunk may end mid-line and another rank's follow on the
+        same line (mpirun tags each chunk it forwards: ``[1,0]<stdout>:step 4[1,1]<stdout>:...``):
+        every piece but a line's last is partial and waits in its rank's buffer for the rest."""
+        assert self._proc.stdout is not None
+        partial: dict[int, bytes] = {}
+        try:
+            for raw in iter(self._proc.stdout.readline, b""):
+                self._own.write(raw)
+                self._own.flush()
+                pieces = self._tag.split(raw.rstrip(b"\r\n"))  # ssh -tt's terminal ends lines with CR LF
+                if pieces[0] or len(pieces) == 1:
+                    self.untagged.append(pieces[0].decode(errors="replace"))  # the launcher's own line
+                tagged = list(zip(pieces[1::2], pieces[2::2]))
+                for at, (number, text) in enumerate(tagged):
+                    index = int(number)
+                    if index >= len(self._files):
+                        continue
+                    partial[index] = partial.get(index, b"") + text
+                    if at == len(tagged) - 1:
+                        self._files[index].write(partial.pop(index) + b"\n")
+                        self._files[index].flush()
+            for index, text in partial.items():
+                self._files[index].write(text + b"\n")
+        finally:
+            for out in [*self._files, self._own]:
+                out.close()
+
+    def report(self, rank_log: Path) -> str:
+        """A rank's last output, then its launcher's own last lines (torchrun's or mpirun's failure report)."""
+        own = "\n".join(self.untagged).strip()
+        return tail(rank_log) + (f"\n--- last lines of {self.kind} ---\n{own}" if own else "")
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.returncode
+
+    def poll(self) -> int | None:
+        code = self._proc.poll()
+        if code is None or not self._reader.is_alive():
+            return code
+        self._exited_at = self._exited_at or time.monotonic()
+        return code if time.monotonic() - self._exited_at > OUTPUT_DRAIN else None
+
+    def wait(self, timeout: float | None = None) -> int:
+        code = self._proc.wait(timeout)
+        self._reader.join(OUTPUT_DRAIN)
+        return code
+
+    def blame(self, rank: Rank, code: int) -> tuple[Rank, int]:
+        """The rank the launcher's own failure report names, and its exit status (else ``rank``, ``code``)."""
+        try:
+            text = self.log.read_bytes()
+        except OSError:
+            return rank, code
+        if self.kind == "torchrun" and _ROOT_CAUSE in text:
+            text = text[text.rindex(_ROOT_CAUSE):]
+        who, status = (pattern.search(text) for pattern in _CULPRITS[self.kind])
+        if who and int(who.group(1)) < len(self.ranks):
+            rank = self.ranks[int(who.group(1))]
+        return rank, (int(status.group(1)) or code) if status else code
+
+
+def launch_groups(job: Job, ranks: Sequence[Rank]) -> list[list[Rank]]:
+    """The ranks each launch process starts: a torchrun per host (in order of the hosts' first
+    rank), or one mpirun for the torch world, or one mpirun per ps-lite role."""
+    if job.start == "mpi":  # torch: the world; MXNet: one mpirun per role (scheduler, servers, workers)
+        roles: dict[str, list[Rank]] = {}
+        for rank in ranks:
+            roles.setdefault(rank.role, []).append(rank)
+        return list(roles.values())
+    groups: dict[str, list[Rank]] = {}
+    for rank in ranks:
+        groups.setdefault(job.launcher.address(rank.slot), []).append(rank)
+    return list(groups.values())
+
+
+def _start_tagged(job: Job, job_id: str, envs: Mapping[Rank, dict[str, str]], logs: Mapping[Rank, Path],
+                  scratch: Path, logdir: Path) -> dict[Rank, TaggedLaunch]:
+    """Start the job's torchrun agents (or its mpirun); each rank finds its result path by its launch index."""
+    entry = ENTRY_POINTS[job.framework]
+    result = str(scratch / "worker{index}.json")  # filled in by load_rank
+    groups = launch_groups(job, list(envs))
+    out: dict[Rank, TaggedLaunch] = {}
+    for number, ranks in enumerate(groups):
+        env, python = envs[ranks[0]], _python(job, ranks[0].slot)
+        if job.start == "mpi":
+            argv = job.launcher.world_argv([r.slot for r in ranks], [python, "-m", entry, "-", result],  # type: ignore[attr-defined]
+                                           env, session=f"ompi-world{number}")
+        else:
+            address, port = env["DLPERF_RENDEZVOUS"].rsplit(":", 1)
+            command = torchrun_command(python, [entry, "-", result], nnodes=len(groups), nproc=len(ranks),
+                                       address=address, port=int(port), job_id=job_id, is_host=number == 0,
+                                       local_address=job.launcher.address(ranks[0].slot),
+                                       log_dir=str(scratch / f"torchrun{number}"))
+            argv = job.launcher.argv(ranks[0].slot, command, env)
+        launch = TaggedLaunch(argv, env, job.start or "", ranks, [logs[r] for r in ranks],
+                              logdir / f"launch{number}.log")
+        out.update((r, launch) for r in ranks)
+    return out
 
 
 def _result_file(log: Path) -> Path:
@@ -551,6 +773,8 @@ def reap_remote(job: Job, job_id: str, skip: Sequence[str] = ()) -> list[str]:
 
 def rendezvous_of(envs: Mapping[Rank, Mapping[str, str]]) -> list[str]:
     env = next(iter(envs.values()))
+    if "DLPERF_RENDEZVOUS" in env:
+        return [env["DLPERF_RENDEZVOUS"]]
     if "MASTER_PORT" in env:
         return [f"{env['MASTER_ADDR']}:{env['MASTER_PORT']}"]
     if "TF_CONFIG" in env:
@@ -560,7 +784,36 @@ def rendezvous_of(envs: Mapping[Rank, Mapping[str, str]]) -> list[str]:
     return []
 
 
-def _watch(job: Job, job_id: str, procs: Mapping[Rank, subprocess.Popen[bytes]], logs: Mapping[Rank, Path],
+#: What a rank's output says when a peer's process or host went away (gloo, ps-lite): a consequence.
+PEER_LOST = ("closed by peer", "reset by peer", "Broken pipe", "Connection refused")
+#: How long a failure that only says it lost a peer waits for the peer's own failure to be reported.
+PEER_GRACE = 2.0
+
+
+def _output(procs: Mapping[Rank, Any], logs: Mapping[Rank, Path], rank: Rank) -> str:
+    """What a failure report shows of ``rank``: its last output (and its launcher's, if it has one)."""
+    report = getattr(procs.get(rank), "report", None)
+    return report(logs[rank]) if report is not None else tail(logs[rank])
+
+
+def _lost_a_peer(log: Path) -> bool:
+    text = tail(log)
+    return any(marker in text for marker in PEER_LOST)
+
+
+def _cause(procs: Mapping[Rank, Any], failed: Sequence[Rank], logs: Mapping[Rank, Path]) -> tuple[Rank, int]:
+    """The failed rank to blame and its exit status: the first, each launch of several ranks read
+    through its own failure report (``blame``), preferring a rank that did not just lose a peer."""
+    candidates: list[tuple[Rank, int]] = []
+    for r in failed:
+        blame = getattr(procs[r], "blame", None)
+        found = blame(r, procs[r].returncode) if blame is not None else (r, procs[r].returncode)
+        if found not in candidates:
+            candidates.append(found)
+    return next((c for c in candidates if not _lost_a_peer(logs[c[0]])), candidates[0])
+
+
+def _watch(job: Job, job_id: str, procs: Mapping[Rank, Any], logs: Mapping[Rank, Path],
            start: float) -> None:
     workers = [r for r in procs if r.role == "worker"]
     deadline = start + job.timeout
@@ -570,11 +823,20 @@ def _watch(job: Job, job_id: str, procs: Mapping[Rank, subprocess.Popen[bytes]],
         for r in workers:
             if r not in resultless and procs[r].poll() == 0:
                 resultless[r] = read_rank_result(logs[r], None) is None and not _result_file(logs[r]).exists()
-        failed = [r for r, p in procs.items() if p.poll() not in (None, 0) or resultless.get(r)]
+        def failures() -> list[Rank]:
+            return [r for r, p in procs.items() if p.poll() not in (None, 0) or resultless.get(r)]
+
+        failed = failures()
         if failed:
-            # the first to fail is the cause; peers that lose their connection follow it
-            rank = failed[0]
-            code = procs[rank].returncode
+            # the first to fail is the cause; peers that lose their connection follow it. A rank that
+            # says it lost a peer is not the cause: give the peer's launch a moment to report (torchrun's
+            # agents each notice their own rank's exit within 0.1 s, so they may fail in either order)
+            rank, code = _cause(procs, failed, logs)
+            settle = time.monotonic() + PEER_GRACE
+            while (_lost_a_peer(logs[rank]) and time.monotonic() < settle
+                   and any(p.poll() is None for p in procs.values())):
+                time.sleep(0.1)
+                rank, code = _cause(procs, failures(), logs)
             reason = _exit_reason(code) if code else "exited 0 but wrote no result"
             lost: set[str] = set()
             if job.launcher.name == "ssh" and code == 255:
@@ -593,7 +855,8 @@ def _watch(job: Job, job_id: str, procs: Mapping[Rank, subprocess.Popen[bytes]],
                               f"{job.launcher.name} ({rank.name} {reason} after losing its peer)")
                     rank = cause
             _kill_groups(list(procs.values()))
-            exc = JobFailed(job_id, rank.name, reason, tail(logs[rank]), _kill_marked(job_id), _host(job, rank))
+            exc = JobFailed(job_id, rank.name, reason, _output(procs, logs, rank), _kill_marked(job_id),
+                            _host(job, rank))
             exc.lost_hosts = sorted(lost)
             raise exc
         if all(procs[r].poll() == 0 for r in workers):
@@ -618,7 +881,7 @@ def _watch(job: Job, job_id: str, procs: Mapping[Rank, subprocess.Popen[bytes]],
                       f"{steps[laggard]}" + (f" (still running: {others})" if others else ""))
             if lost:
                 reason += f"; host(s) {', '.join(sorted(lost))} did not answer {job.launcher.name}"
-            exc = JobFailed(job_id, laggard.name, reason, tail(logs[laggard]), _kill_marked(job_id),
+            exc = JobFailed(job_id, laggard.name, reason, _output(procs, logs, laggard), _kill_marked(job_id),
                             _host(job, laggard))
             exc.lost_hosts = sorted(lost)
             raise exc
@@ -636,8 +899,23 @@ def load_rank(argv: Sequence[str]) -> tuple[dict[str, Any], Path]:
     """
     config_path, result_path = argv
     text = os.environ[CONFIG_ENV] if config_path == "-" else Path(config_path).read_text(encoding="utf-8")
+    result_path = result_path.replace("{index}", str(launch_index()))  # one command, several ranks
     Path(result_path).parent.mkdir(parents=True, exist_ok=True)
     return json.loads(text), Path(result_path)
+
+
+def launch_index(default: int = 0) -> int:
+    """This rank's launch index (``worker N`` in the parent's messages): given by the parent, or,
+    where one process started several ranks, ``DLPERF_PROCESS_INDEXES[LOCAL_RANK]`` (torchrun)
+    or ``OMPI_COMM_WORLD_RANK`` (one mpirun for the world)."""
+    env = os.environ
+    if "DLPERF_PROCESS_INDEX" in env:
+        return int(env["DLPERF_PROCESS_INDEX"])
+    if "DLPERF_PROCESS_INDEXES" in env:
+        return int(env["DLPERF_PROCESS_INDEXES"].split(",")[int(env.get("LOCAL_RANK", 0))])
+    if "OMPI_COMM_WORLD_RANK" in env:
+        return int(env["OMPI_COMM_WORLD_RANK"])
+    return default
 
 
 def heartbeat(step: int) -> None:
@@ -666,7 +944,7 @@ def maybe_fault(config: Mapping[str, Any], rank: int, step: int) -> None:
     ranks in connection order, so the framework's rank is only the fallback.
     """
     fault = config.get("fault")
-    index = int(os.environ.get("DLPERF_PROCESS_INDEX", rank))
+    index = launch_index(rank)
     if not fault or fault["rank"] != index or fault["step"] != step:
         return
     print(f"[dlperf] injected fault: {fault['kind']} at step {step}", flush=True)

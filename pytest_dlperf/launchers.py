@@ -13,6 +13,11 @@ this one's path, which must then exist there too: the job checks it up front). T
 DNS name or an IP address; an IPv6 address with a port is bracketed
 (``[fe80::1]:2222``), and a bare IPv6 address (``fe80::1``) never carries a port.
 Only the ssh launcher honours a port (``ssh -p``); mpi and slurm refuse one.
+
+Torch ranks start through ``torchrun`` (:func:`torchrun_command`): every launcher starts one
+torchrun agent per host, the agents meet at a c10d rendezvous on the first host's address and
+each starts that host's ranks. Under ``mpirun`` a job may instead start the whole world with one
+``mpirun -np N`` (:meth:`MpiLauncher.world_argv`), the ranks reading ``OMPI_COMM_WORLD_*``.
 """
 
 from __future__ import annotations
@@ -40,6 +45,15 @@ REMOTE_SCRATCH = "/tmp/dlperf-ranks"
 #: Variables a rank needs from the caller's environment when it starts elsewhere.
 FORWARDED_PREFIXES = ("DLPERF_", "MASTER_", "RANK", "WORLD_SIZE", "LOCAL_RANK", "TF_", "DMLC_", "PS_", "GLOO_",
                       "OMP_", "MKL_", "KMP_", "PYTHONPATH", "PYTHONUNBUFFERED", "CUDA_VISIBLE_DEVICES", "NCCL_")
+
+
+#: What torchrun puts before every line of a rank's output (``--tee 3``): the parent splits a host's
+#: output into one log per rank by it. ``${local_rank}`` is torchrun's macro, not a shell's.
+TORCHRUN_TAG = "[dlperf-rank ${local_rank}] "
+#: ``TORCHRUN_TAG`` as the parent reads it back: the group's number of the rank that wrote the line.
+TORCHRUN_TAG_PATTERN = r"^\[dlperf-rank (\d+)\] ?"
+#: ``mpirun --tag-output``: ``[JOBID,RANK]<stdout>:`` before every line of a rank's output.
+MPI_TAG_PATTERN = r"^\[\d+,(\d+)\]<std(?:out|err)>: ?"
 
 
 class HostfileError(ValueError):
@@ -173,6 +187,34 @@ def _refuse_ssh_ports(launcher: str, hosts: Sequence[Host], why: str, fix: str) 
         named = ", ".join(repr(h.entry) for h in ported)
         fix = fix.format(address=ported[0].address, port=ported[0].port)
         raise HostfileError(f"the {launcher} launcher cannot use the ssh port of {named}: {why}; {fix}")
+
+
+def _endpoint(address: str, port: int) -> str:
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+
+def torchrun_command(python: str, entry_args: Sequence[str], *, nnodes: int, nproc: int, address: str,
+                     port: int, job_id: str, is_host: bool, local_address: str, log_dir: str) -> list[str]:
+    """One host's ``torchrun`` (``python -m torch.distributed.run``: the host's interpreter, no PATH).
+
+    * ``--rdzv-backend c10d --rdzv-endpoint ADDRESS:PORT --rdzv-id JOB``: the agents meet in a store
+      on the first host, at a port chosen on that host; ``is_host`` tells the agent there to serve
+      it (otherwise torchrun decides by resolving its own hostname: a name lookup);
+    * ``--local-addr``: the address this host's ranks are reached at (torchrun would otherwise
+      publish its FQDN, a name, as ``MASTER_ADDR``);
+    * ``--max-restarts 0``: a failing rank fails the job (the parent reports it), no elastic retry;
+    * ``--tee 3`` with :data:`TORCHRUN_TAG`: every rank's stdout and stderr reach this agent's
+      output, each line tagged with the rank's local rank, so the parent keeps one log per rank;
+      the tee files go under ``log_dir`` (the job's scratch folder, removed by its clean-up).
+    """
+    for name, value in (("nnodes", nnodes), ("nproc", nproc), ("port", port)):
+        if value < 1:
+            raise ValueError(f"torchrun {name}={value} must be >= 1")
+    return [python, "-m", "torch.distributed.run", f"--nnodes={nnodes}", f"--nproc-per-node={nproc}",
+            "--rdzv-backend=c10d", f"--rdzv-endpoint={_endpoint(address, port)}", f"--rdzv-id={job_id}",
+            f"--rdzv-conf=is_host={'1' if is_host else '0'}", f"--local-addr={local_address}",
+            "--max-restarts=0", f"--log-dir={log_dir}", "--tee=3", f"--log-line-prefix-template={TORCHRUN_TAG}",
+            "-m", *entry_args]
 
 
 def _env_words(env: Mapping[str, str]) -> list[str]:
@@ -314,18 +356,41 @@ class MpiLauncher:
     def python(self, slot: int) -> str | None:
         return slot_hosts(self.hosts, slot + 1)[slot].python
 
-    def argv(self, slot: int, command: Sequence[str], env: Mapping[str, str]) -> list[str]:
-        host = slot_hosts(self.hosts, slot + 1)[slot]
+    def _agent(self, env: Mapping[str, str], session: str) -> list[str]:
         # the job's marker on the remote Open MPI daemon too, so a clean-up by marker finds it
         # (an orted whose mpirun became unreachable would otherwise live on)
         marker = [f"{k}={v}" for k, v in env.items() if k == "DLPERF_JOB"]
-        agent = []
-        if marker and _SAFE.match(marker[0]):
-            # its own session folder per mpirun: two mpiruns of a job starting at once on one machine
-            # race on the shared /tmp/ompi.HOST.UID (one removes it while the other makes its own)
-            agent = ["--mca", "orte_launch_agent", f"env {marker[0]} orted",
-                     "--mca", "orte_tmpdir_base", f"{REMOTE_SCRATCH}/{env['DLPERF_JOB']}/ompi{slot}"]
-        return [*self.prefix, self.mpirun, *self.mpirun_options, *agent, "-np", "1", "--host", host.address,
+        if not (marker and _SAFE.match(marker[0])):
+            return []
+        # its own session folder per mpirun: two mpiruns of a job starting at once on one machine
+        # race on the shared /tmp/ompi.HOST.UID (one removes it while the other makes its own)
+        return ["--mca", "orte_launch_agent", f"env {marker[0]} orted",
+                "--mca", "orte_tmpdir_base", f"{REMOTE_SCRATCH}/{env['DLPERF_JOB']}/{session}"]
+
+    def argv(self, slot: int, command: Sequence[str], env: Mapping[str, str]) -> list[str]:
+        host = slot_hosts(self.hosts, slot + 1)[slot]
+        return [*self.prefix, self.mpirun, *self.mpirun_options, *self._agent(env, f"ompi{slot}"),
+                "-np", "1", "--host", host.address, "env", *_env_words(forwarded(env)), *command]
+
+    def world_argv(self, slots: Sequence[int], command: Sequence[str], env: Mapping[str, str],
+                   session: str = "ompi-world") -> list[str]:
+        """One ``mpirun -np N --host A:n,B:m --tag-output`` for ranks in ``slots`` (in rank order).
+
+        Open MPI places ranks by slot: the first ``n`` on A, the next ``m`` on B. A placement that
+        order cannot give (a host's ranks not consecutive, as when ranks wrap round the hostfile)
+        is refused rather than started with ranks on other hosts than the job records. ``session``
+        names this mpirun's Open MPI session folder (mpiruns of one job starting at once need their own).
+        """
+        hosts = [slot_hosts(self.hosts, s + 1)[s].address for s in slots]
+        counts: dict[str, int] = {}
+        for i, address in enumerate(hosts):
+            if address in counts and hosts[i - 1] != address:
+                raise ValueError(f"one mpirun cannot place ranks {hosts} in that order (Open MPI fills each host's "
+                                 "slots before the next host's); give each host as many slots= as ranks it runs")
+            counts[address] = counts.get(address, 0) + 1
+        spec = ",".join(f"{a}:{n}" for a, n in counts.items())
+        return [*self.prefix, self.mpirun, *self.mpirun_options, *self._agent(env, session),
+                "-np", str(len(hosts)), "--host", spec, "--tag-output",
                 "env", *_env_words(forwarded(env)), *command]
 
     def missing(self) -> str | None:

@@ -166,3 +166,156 @@ def test_a_terminated_run_removes_its_hosts():
     proc.wait(timeout=30)
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert f"dlp-{token}-" not in listed, listed
+
+
+# ---------------------------------------------------------------- torchrun and the MPI environment (no network)
+
+class _Hosts:
+    """A launcher's addressing only: slot i on host i % 2 (what rank_environments and launch_groups read)."""
+
+    name, remote, interface = "ssh", True, "eth0"
+
+    def address(self, slot):
+        return ("10.77.0.1", "10.77.0.2")[slot % 2]
+
+
+class _Ports:
+    def take(self, address):
+        return {"10.77.0.1": 29400, "10.77.0.2": 29401}[address]
+
+
+def test_torchrun_ranks_get_the_rendezvous_not_a_rank(monkeypatch):
+    monkeypatch.setenv("RANK", "7")  # a stale value in the caller's environment must not reach torchrun's ranks
+    job = dist.Job("torch", 3, CONFIG, launcher=_Hosts(), label="t", start="torchrun")
+    assert dist.Job("torch", 3, CONFIG).start == dist.DEFAULT_TORCH_START
+    envs = dist.rank_environments(job, "t-1", _Ports())
+    for rank, env in envs.items():
+        assert env["DLPERF_RENDEZVOUS"] == "10.77.0.1:29400" and env["GLOO_SOCKET_IFNAME"] == "eth0"
+        assert not {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "DLPERF_PROCESS_INDEX"} & set(env), rank
+    # workers 0 and 2 on the first host, worker 1 on the second: local rank -> launch index
+    assert [envs[r]["DLPERF_PROCESS_INDEXES"] for r in job.ranks()] == ["0,2", "1", "0,2"]
+    assert [[r.index for r in g] for g in dist.launch_groups(job, job.ranks())] == [[0, 2], [1]]
+    assert dist.rendezvous_of(envs) == ["10.77.0.1:29400"]
+    monkeypatch.setenv("DLPERF_PROCESS_INDEXES", "0,2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert dist.launch_index() == 2
+
+
+def test_mpi_ranks_get_the_master_and_take_their_rank_from_open_mpi(monkeypatch):
+    from pytest_dlperf.launchers import MpiLauncher
+
+    job = dist.Job("torch", 2, CONFIG, launcher=MpiLauncher([Host("10.77.0.1"), Host("10.77.0.2")]), start="mpi")
+    envs = dist.rank_environments(job, "m-1", _Ports())
+    env = envs[job.ranks()[1]]
+    assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == ("10.77.0.1", "29400") and "RANK" not in env
+    assert [[r.index for r in g] for g in dist.launch_groups(job, job.ranks())] == [[0, 1]]
+    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "1")
+    assert dist.launch_index() == 1
+
+
+def test_the_rank_reads_open_mpi_s_environment_as_ddp_users_do():
+    torch_ddp = pytest.importorskip("pytest_dlperf.cores.torch_ddp")
+    environ = {"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_RANK": "0"}
+    assert torch_ddp.env_from_mpi(environ)
+    assert (environ["RANK"], environ["WORLD_SIZE"], environ["LOCAL_RANK"]) == ("1", "2", "0")
+    torchrun = {"RANK": "0", "OMPI_COMM_WORLD_RANK": "1"}  # torchrun's own variables win
+    assert not torch_ddp.env_from_mpi(torchrun) and torchrun["RANK"] == "0"
+
+
+def test_start_is_checked_against_framework_and_launcher():
+    with pytest.raises(ValueError, match="start='mpi' reads the ranks from mpirun's environment; it needs the mpi"):
+        dist.Job("torch", 2, CONFIG, start="mpi")
+    with pytest.raises(ValueError, match="use one of torchrun, env, mpi"):
+        dist.Job("torch", 2, CONFIG, start="horovodrun")
+    with pytest.raises(ValueError, match="start=.env. is for torch and MXNet jobs"):
+        dist.Job("tensorflow", 2, CONFIG, start="env")
+    with pytest.raises(ValueError, match="an MXNet job starts one process per rank"):
+        dist.Job("mxnet", 2, dict(CONFIG, kvstore="dist_sync"), start="torchrun")
+    assert dist.Job("tensorflow", 2, CONFIG).start is None
+
+
+TAGGED = r"""
+import sys
+print("agent: starting 2 ranks", flush=True)
+print("[dlperf-rank 1] [dlperf] step 1\r", flush=True)
+print("[dlperf-rank 0] [dlperf] step 1", flush=True)
+print("[dlperf-rank 1] Traceback: boom", flush=True)
+# as torchrun 2.x prints it with two ranks on the host: the rank it SIGTERMed after the first
+# failure is listed under "Failures:", before the root cause
+print("Failures:\n  rank      : 2 (local_rank: 0)\n  exitcode  : -15 (pid: 98)  (SIGTERM)", flush=True)
+print("Root Cause (first observed failure):\n  rank      : 3 (local_rank: 1)\n  exitcode  : 17 (pid: 99)", flush=True)
+sys.exit(1)
+"""
+
+
+def test_a_launch_of_several_ranks_keeps_a_log_per_rank_and_blames_the_one_torchrun_names(tmp_path):
+    ranks = [dist.Rank("worker", 2, 0), dist.Rank("worker", 3, 0)]
+    logs = [tmp_path / "worker2.log", tmp_path / "worker3.log"]
+    launch = dist.TaggedLaunch([sys.executable, "-c", TAGGED], {}, "torchrun", ranks, logs, tmp_path / "launch0.log")
+    assert launch.wait(timeout=30) == 1 and launch.poll() == 1
+    first, second = (p.read_text().splitlines() for p in logs)
+    assert first == ["[dlperf] step 1"]  # its own lines only: the agent's are kept apart
+    assert second == ["[dlperf] step 1", "Traceback: boom"]  # untagged, without ssh's CR
+    assert dist.last_step(logs[1]) == 1
+    assert launch.blame(ranks[0], 1) == (ranks[1], 17)
+    report = launch.report(logs[1])
+    assert report.startswith("[dlperf] step 1\nTraceback: boom\n--- last lines of torchrun ---\nagent: starting")
+    assert "exitcode  : 17" in report
+    assert "Root Cause" in (tmp_path / "launch0.log").read_text()
+
+
+def test_mpirun_s_failure_report_names_the_world_rank(tmp_path):
+    # mpirun tags each chunk it forwards: a rank's unfinished line, another rank's chunk after it on
+    # the same line, the rest (a long result line in two chunks) later
+    script = ('print("[5,0]<stdout>:[dlperf] step 2[5,1]<stdout>:[dlperf] res[5,1]<stdout>:ult {}");'
+              'print("[5,0]<stdout>:"); print("  Process name: [[5138,1],1]\\n  Exit code:    17");'
+              'raise SystemExit(17)')
+    ranks = [dist.Rank("worker", 0, 0), dist.Rank("worker", 1, 1)]
+    launch = dist.TaggedLaunch([sys.executable, "-c", script], {}, "mpi", ranks,
+                               [tmp_path / "w0.log", tmp_path / "w1.log"], tmp_path / "launch0.log")
+    launch.wait(timeout=30)
+    assert launch.blame(ranks[0], 17) == (ranks[1], 17)
+    assert (tmp_path / "w0.log").read_text() == "[dlperf] step 2\n"
+    assert dist.read_rank_result(tmp_path / "w1.log", None) == {}
+
+
+def test_mxnet_under_mpirun_is_one_mpirun_per_role_as_launch_py_does():
+    from pytest_dlperf.launchers import MpiLauncher
+
+    launcher = MpiLauncher([Host("10.77.0.1"), Host("10.77.0.2")], interface="eth0")
+    job = dist.Job("mxnet", 2, dict(CONFIG, kvstore="dist_sync"), launcher=launcher, servers=2, start="mpi")
+    groups = dist.launch_groups(job, job.ranks())
+    assert [[r.name for r in g] for g in groups] == [["scheduler"], ["server 0", "server 1"], ["worker 0", "worker 1"]]
+    envs = dist.rank_environments(job, "x-1", _Ports())
+    worker = envs[groups[2][1]]
+    assert worker["DMLC_ROLE"] == "worker" and worker["DMLC_PS_ROOT_URI"] == "10.77.0.1"
+    assert worker["DMLC_INTERFACE"] == "eth0" and worker["DMLC_JOB_CLUSTER"] == "mpi"
+    assert "DMLC_NODE_HOST" not in worker and "DLPERF_PROCESS_INDEX" not in worker  # one env for the whole mpirun
+    assert envs[groups[2][0]] == worker
+    with pytest.raises(ValueError, match="needs a dist_\\* kvstore"):
+        dist.Job("mxnet", 2, dict(CONFIG, kvstore="local"), launcher=launcher, start="mpi")
+    with pytest.raises(ValueError, match="launch.py --launcher mpi"):
+        dist.Job("mxnet", 2, dict(CONFIG, kvstore="dist_sync"), start="mpi")
+
+
+MPI_OK = pytest.mark.skipif(MPI_REASON is not None, reason=MPI_REASON or "")
+SLURM_OK = pytest.mark.skipif(SLURM_REASON is not None, reason=SLURM_REASON or "")
+
+
+@needs_ssh
+@needs_torch
+@pytest.mark.parametrize("engine,start", [("ssh", "torchrun"), pytest.param("mpi", "torchrun", marks=MPI_OK),
+                                          pytest.param("mpi", "mpi", marks=MPI_OK),
+                                          pytest.param("slurm", "torchrun", marks=SLURM_OK)])
+def test_a_rank_that_fails_under_torchrun_or_mpirun_is_named_with_its_host(hosts, tmp_path, engine, start):
+    """Rank 1 exits 17 at step 3: the launch process (a host's torchrun, the world's mpirun) carries two
+    or one ranks, so the rank comes from its own failure report; nothing is left on either host."""
+    config = dict(CONFIG, steps=40, fault={"rank": 1, "step": 3, "kind": "crash"})
+    job = dist.Job("torch", 2, config, launcher=hosts.launcher(engine), start=start, timeout=FAULT_TIMEOUT,
+                   label=f"crash-{engine}-{start}")
+    with pytest.raises(dist.JobFailed) as info:
+        dist.run_job(job, tmp_path)
+    exc = info.value
+    assert (exc.rank, exc.host) == ("worker 1", "10.77.0.2"), exc.report()
+    assert "exit status 17" in exc.reason and "injected fault: crash at step 3" in exc.output_tail, exc.report()
+    _nothing_left(hosts, exc)

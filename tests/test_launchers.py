@@ -200,3 +200,43 @@ def test_a_hostfile_names_each_host_s_interpreter(tmp_path):
         path.write_text(f"10.0.0.1 {bad}\n")
         with pytest.raises(launchers.HostfileError, match="absolute path|not understood"):
             launchers.read_hostfile(path)
+
+
+def test_torchrun_is_one_agent_per_host_meeting_at_a_c10d_rendezvous_by_ip():
+    command = launchers.torchrun_command("/opt/venv/bin/python", ["pytest_dlperf.cores.torch_ddp", "-", "/r/w{index}.json"],
+                                         nnodes=2, nproc=1, address="10.77.0.1", port=29411, job_id="j-1",
+                                         is_host=False, local_address="10.77.0.2", log_dir="/tmp/dlperf-ranks/j-1/t1")
+    assert command[:3] == ["/opt/venv/bin/python", "-m", "torch.distributed.run"]
+    assert {"--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d", "--rdzv-endpoint=10.77.0.1:29411",
+            "--rdzv-id=j-1", "--rdzv-conf=is_host=0", "--local-addr=10.77.0.2", "--max-restarts=0", "--tee=3",
+            "--log-dir=/tmp/dlperf-ranks/j-1/t1"} <= set(command)
+    assert command[-4:] == ["-m", "pytest_dlperf.cores.torch_ddp", "-", "/r/w{index}.json"]
+    tag = launchers.TORCHRUN_TAG.replace("${local_rank}", "3")  # what torchrun prints before a line of local rank 3
+    assert re.match(launchers.TORCHRUN_TAG_PATTERN, tag + "[dlperf] step 1").group(1) == "3"
+    six = launchers.torchrun_command("p", ["m"], nnodes=1, nproc=2, address="fe80::1", port=1, job_id="j",
+                                     is_host=True, local_address="fe80::1", log_dir="/l")
+    assert "--rdzv-endpoint=[fe80::1]:1" in six and "--rdzv-conf=is_host=1" in six
+    with pytest.raises(ValueError, match="nproc=0 must be >= 1"):
+        launchers.torchrun_command("p", ["m"], nnodes=1, nproc=0, address="a", port=1, job_id="j", is_host=True,
+                                   local_address="a", log_dir="/l")
+
+
+def test_a_torchrun_command_survives_ssh_s_remote_shell():
+    """The tag template holds '${local_rank}': it must reach torchrun as written, not expanded by the login shell."""
+    ssh = launchers.SshLauncher([Host("node1")])
+    probe = [sys.executable, "-c", "import sys; print(sys.argv[1])", f"--log-line-prefix-template={launchers.TORCHRUN_TAG}"]
+    out = subprocess.run(["sh", "-c", ssh.argv(0, probe, ENV)[-1]], capture_output=True, text=True, check=True).stdout
+    assert out.rstrip("\n") == f"--log-line-prefix-template={launchers.TORCHRUN_TAG}"
+
+
+def test_one_mpirun_starts_the_world_with_tagged_output():
+    mpi = launchers.MpiLauncher([Host("10.0.0.1", slots=2), Host("10.0.0.2")])
+    argv = mpi.world_argv([0, 1, 2], COMMAND, dict(ENV, DLPERF_JOB="ddp-1"))
+    at = argv.index("-np")
+    assert argv[at:at + 5] == ["-np", "3", "--host", "10.0.0.1:2,10.0.0.2:1", "--tag-output"]
+    assert argv[at + 5] == "env" and argv[-len(COMMAND):] == COMMAND
+    assert "/tmp/dlperf-ranks/ddp-1/ompi-world" in argv  # its own Open MPI session folder, removed with the job
+    assert re.match(launchers.MPI_TAG_PATTERN, "[1,2]<stderr>:Traceback").group(1) == "2"
+    wrapped = launchers.MpiLauncher([Host("10.0.0.1"), Host("10.0.0.2")])
+    with pytest.raises(ValueError, match="give each host as many slots= as ranks it runs"):
+        wrapped.world_argv([0, 1, 2], COMMAND, ENV)  # ranks 0 and 2 on one host: mpirun would put 0 and 1 there

@@ -1,7 +1,10 @@
 """One rank of a PyTorch DistributedDataParallel job: ``python -m pytest_dlperf.cores.torch_ddp CONFIG RESULT``.
 
-Started by :func:`pytest_dlperf.distributed.run_job` with the torchrun environment
-(``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``), it does
+Started by ``torchrun`` (one agent per host, as :func:`pytest_dlperf.distributed.run_job` does by
+default) or directly with torchrun's environment (``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``,
+``WORLD_SIZE``, ``LOCAL_RANK``), or by ``mpirun`` with only ``MASTER_ADDR``/``MASTER_PORT``: then
+RANK, WORLD_SIZE and LOCAL_RANK come from Open MPI's ``OMPI_COMM_WORLD_*`` (:func:`env_from_mpi`,
+what DDP users do under mpirun). It does
 what the PyTorch DDP tutorial does: ``init_process_group`` (gloo on CPU, NCCL on
 CUDA), the model wrapped in ``DistributedDataParallel`` (which broadcasts rank 0's
 weights and averages gradients in its backward hooks), then SGD on this rank's shard
@@ -93,10 +96,28 @@ def evaluate(model: torch.nn.Module, config: dict[str, Any], device: torch.devic
     return dist_util.topk_accuracy(logits.numpy(), labels)
 
 
+#: torchrun's variables and where Open MPI keeps the same facts.
+MPI_ENV = {"RANK": "OMPI_COMM_WORLD_RANK", "WORLD_SIZE": "OMPI_COMM_WORLD_SIZE",
+           "LOCAL_RANK": "OMPI_COMM_WORLD_LOCAL_RANK"}
+
+
+def env_from_mpi(environ: dict[str, str] | os._Environ[str] = os.environ) -> bool:
+    """Under ``mpirun`` (no RANK, but ``OMPI_COMM_WORLD_RANK``): set RANK, WORLD_SIZE and LOCAL_RANK
+    from Open MPI's, so ``init_process_group``'s ``env://`` finds them. True if it did."""
+    if "RANK" in environ or "OMPI_COMM_WORLD_RANK" not in environ:
+        return False
+    for name, mpi_name in MPI_ENV.items():
+        environ[name] = environ[mpi_name]
+    return True
+
+
 def main(argv: list[str]) -> int:
     from ..measure import measure
     from ..paced_job import rank_pacer
 
+    # who started this rank: torchrun's agent sets TORCHELASTIC_RUN_ID, mpirun's orted OMPI_COMM_WORLD_*
+    started_by = ("mpirun" if env_from_mpi() else "torchrun" if "TORCHELASTIC_RUN_ID" in os.environ
+                  else "launcher")
     config, result_path = dist_util.load_rank(argv)
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     torch.set_num_threads(int(config.get("threads", 1)))
@@ -134,7 +155,7 @@ def main(argv: list[str]) -> int:
         "throughput": list(metrics["throughput"].samples), "losses": losses, "steps": loop.steps,
         "train_seconds": train_seconds, "params": str(params_path), "details": details,
         "accuracy": evaluate(model, config, device) if rank == 0 else None,
-        "framework_version": torch.__version__,
+        "framework_version": torch.__version__, "started_by": started_by,
     }
     if world > 1:
         torch.distributed.barrier()
