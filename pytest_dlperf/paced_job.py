@@ -116,6 +116,9 @@ class PacedJob:
         problem = paced_problem(job)
         if problem:
             raise ValueError(problem)
+        # Its ranks start directly with the rendezvous environment ("env"), whatever the default start:
+        # rank 0's stdin is the parent's pipe, which a torchrun agent does not pass on to its ranks.
+        job = dataclasses.replace(job, start="env")
         self.job = job
         self.config = paced_config(job.config, rounds)
         self.timeout = job.timeout
