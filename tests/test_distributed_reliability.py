@@ -112,7 +112,7 @@ def test_reserved_ports_are_not_handed_out_twice(monkeypatch):
 def test_a_job_without_a_result_file_names_the_rank(tmp_path, monkeypatch):
     """A rank that exits 0 without writing its result is a failure too (not an empty success)."""
     monkeypatch.setitem(dist.ENTRY_POINTS, "torch", "this")  # prints the Zen of Python, exits 0, writes nothing
-    job = dist.Job("torch", 1, CONFIG, timeout=30, label="noresult")
+    job = dist.Job("torch", 1, CONFIG, timeout=30, label="noresult", start="env")  # the entry point itself, no torchrun
     with pytest.raises(dist.JobFailed, match="worker 0 exited 0 but wrote no result"):
         dist.run_job(job, tmp_path)
 
