@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Mapping, Sequence
 
 from . import distributed as dist
-from .measure import ROUND_PREFIX, StdinPacer
+from .measure import StdinPacer
 
 #: The job config key that makes a rank paced (the parent sets it; ranks read it).
 PACED = "paced"
@@ -172,20 +172,15 @@ class PacedJob:
         return next(r for r in self.procs if r.index == 0)
 
     def _read(self, proc: subprocess.Popen[bytes], log: IO[bytes]) -> None:
+        from .paired import relay_rounds  # parent side only: a rank never imports the paired runner
+
         assert proc.stdout is not None
-        for raw in proc.stdout:
-            line = raw.decode("utf-8", "replace").rstrip("\n")
-            if line.startswith(ROUND_PREFIX):
-                try:
-                    self.replies.put(json.loads(line[len(ROUND_PREFIX):]))
-                except ValueError:
-                    pass
-                continue
-            log.write(raw)
-            log.flush()
-            if self._on_progress is not None and line.startswith("[dlperf] round "):
-                self._on_progress(f"{self.name}: {line[len('[dlperf] '):]}")
-        self.replies.put(None)  # end of rank 0's output: it exited
+        relay_rounds(proc.stdout, self.replies, log, self.name, "[dlperf] ", self._on_progress_rounds)
+
+    def _on_progress_rounds(self, text: str) -> None:
+        """Only rank 0's round lines are progress (its step heartbeats are not)."""
+        if self._on_progress is not None and text.startswith(f"{self.name}: round "):
+            self._on_progress(text)
 
     # -- the Paced interface
 

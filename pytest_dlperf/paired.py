@@ -34,7 +34,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import IO, Any, Callable, Protocol, Sequence
 
 from .measure import ROUND_PREFIX
 from .result import TrainingResult, metric_from
@@ -162,6 +162,26 @@ def interleave(starters: Sequence[Sequence[Callable[[], Paced]]], pairs: int, se
     return Interleaved(throughput, order, finished)
 
 
+def relay_rounds(stream: IO[bytes], replies: "queue.Queue[dict | None]", log: IO[bytes], name: str,
+                 progress_prefix: str, on_progress: Callable[[str], None] | None) -> None:
+    """Read a paced process's output to its end: each round report (``ROUND_PREFIX``) goes to
+    ``replies``, every other line to ``log``, progress lines (``progress_prefix``) to ``on_progress``;
+    ``None`` on ``replies`` at the end says the process exited."""
+    for raw in stream:
+        line = raw.decode("utf-8", "replace").rstrip("\n")
+        if line.startswith(ROUND_PREFIX):
+            try:
+                replies.put(json.loads(line[len(ROUND_PREFIX):]))
+            except ValueError:
+                pass
+            continue
+        log.write(raw)
+        log.flush()
+        if on_progress is not None and line.startswith(progress_prefix):
+            on_progress(f"{name}: {line[len(progress_prefix):]}")
+    replies.put(None)
+
+
 class _PacedChild:
     """One persistent training child: started, then driven one round at a time."""
 
@@ -200,19 +220,7 @@ class _PacedChild:
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            line = raw.decode("utf-8", "replace").rstrip("\n")
-            if line.startswith(ROUND_PREFIX):
-                try:
-                    self.replies.put(json.loads(line[len(ROUND_PREFIX):]))
-                except ValueError:
-                    pass
-                continue
-            self._log.write(raw)
-            self._log.flush()
-            if self._on_progress is not None and line.startswith(self._progress_prefix):
-                self._on_progress(f"{self.name}: {line[len(self._progress_prefix):]}")
-        self.replies.put(None)  # end of output: the child exited
+        relay_rounds(self.proc.stdout, self.replies, self._log, self.name, self._progress_prefix, self._on_progress)
 
     def ready(self, timeout: float) -> None:
         """Wait until the child has built its model and warmed up."""
