@@ -325,9 +325,12 @@ def paired_trials(args: argparse.Namespace, s: Scenario, describe: str) -> dict[
     for t in range(args.trials):
         start = time.perf_counter()
         with device_lock(["cpu"], timeout=3600, owner="bench/verdict_power.py --paired"):  # as a test run holds it
-            group = run_paired(variants, pairs=args.pairs, processes=args.processes, workdir=workdir)
+            group = run_paired(variants, pairs=args.pairs, processes=args.processes, workdir=workdir,
+                               generations=args.generations)
         wall = time.perf_counter() - start
-        row = {"wall_s": wall, "load": os.getloadavg()[0]}
+        # which process pair took each pair of rounds (generation x process): the units of process luck
+        units = [group.schedule[i * len(variants)][1] for i in range(len(group.schedule) // len(variants))]
+        row = {"wall_s": wall, "load": os.getloadavg()[0], "units": units}
         for label, _ in PAIRED_VARIANTS:
             ratio = group.ratio(label)
             row[label] = {**ratio.to_dict(), "decision": decide(ratio, args.threshold)}
@@ -335,18 +338,20 @@ def paired_trials(args: argparse.Namespace, s: Scenario, describe: str) -> dict[
         if args.save:  # after every trial, so a long run interrupted keeps what it measured
             args.save.write_text(json.dumps({"describe": describe, "sequential_s": sequential_s, "trials": trials,
                                              "threshold": args.threshold, "pairs": args.pairs,
-                                             "processes": args.processes}, indent=1))
+                                             "processes": args.processes, "generations": args.generations},
+                                            indent=1))
         print(f"trial {t + 1}/{args.trials} ({wall:.0f} s, load {row['load']:.2f}): " + "; ".join(
             f"{label} {group.ratio(label).describe()} -> {row[label]['decision']}" for label, _ in PAIRED_VARIANTS),
             flush=True)
     return {"sequential_s": sequential_s, "trials": trials, "threshold": args.threshold,
-            "pairs": args.pairs, "processes": args.processes}
+            "pairs": args.pairs, "processes": args.processes, "generations": args.generations}
 
 
 def process_luck(trials: Sequence[dict[str, Any]], processes: int) -> None:
     """How much of a trial's error is each process's own luck, which more pairs cannot average away.
 
-    Pair ``i`` is taken by process ``i % processes`` of every variant (``paired.schedule``). Per
+    Pair ``i`` is taken by process ``i % processes`` of every variant (``paired.schedule``), of its
+    generation when there are several (a trial's ``units``: the process index of each pair). Per
     comparison, the spread of the per-process mean log ratios is set against what the spread of the
     rounds alone would give; the excess is the process pairs' own offset (one process's memory
     layout, its threads' placement), shown as the standard deviation of one process's offset.
@@ -357,7 +362,8 @@ def process_luck(trials: Sequence[dict[str, Any]], processes: int) -> None:
     for t in trials:
         for label, _ in PAIRED_VARIANTS:
             logs = [math.log(r) for r in t[label]["ratios"]]
-            groups = [logs[p::processes] for p in range(processes)]
+            units = t.get("units") or [i % processes for i in range(len(logs))]
+            groups = [[x for x, u in zip(logs, units) if u == unit] for unit in sorted(set(units))]
             if min(len(g) for g in groups) < 2:
                 continue
             means = [statistics.fmean(g) for g in groups]
@@ -377,7 +383,9 @@ def paired_report(data: dict[str, Any], describe: str) -> int:
 
     trials = data["trials"]
     n = len(trials)
-    print(f"\npaired mode: {describe}; {data['pairs']} pairs, {data['processes']} processes per variant, "
+    generations = data.get("generations", 1)
+    fresh = f" x {generations} generations" if generations > 1 else ""
+    print(f"\npaired mode: {describe}; {data['pairs']} pairs, {data['processes']} processes{fresh} per variant, "
           f"threshold {data['threshold']:.0%}, {n} trials")
     print(f"{'variant':<10} {'injected':>8} {'called slower':>13} {'median ratio':>12} {'ratio range':>15} "
           f"{'median CI width':>15}")
@@ -423,6 +431,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--paired", action="store_true", help="the paired, interleaved mode (see above)")
     parser.add_argument("--pairs", type=int, default=20, help="paired mode: pairs of rounds per trial")
     parser.add_argument("--processes", type=int, default=2, help="paired mode: processes per variant")
+    parser.add_argument("--generations", type=int, default=1,
+                        help="paired mode: successive sets of fresh processes sharing the pairs")
     parser.add_argument("--threshold", type=float, default=0.05, help="paired mode: decision threshold")
     args = parser.parse_args(argv)
     if args.trials < 1:

@@ -5,11 +5,13 @@ runs (12-43% on a shared 2-core VM); two variants measured back to back, round a
 round, share it. Each variant runs in ``processes`` persistent children (so one
 process's memory-layout luck cannot decide) that build and warm up once, then wait.
 The parent asks one child at a time for one timed round, in a balanced order: pair
-``i`` uses process ``i % processes`` of every variant, forwards in one block of pairs
-and backwards in the next (A0 B0 A1 B1 | B0 A0 B1 A1 | ...), so each variant and each
-process sits first and last equally often. Pair ``i``'s ratio is a variant's round
-throughput over the reference variant's (the first) in that same pair; the ratios go to
-:func:`pytest_dlperf.stats.paired_ratio`.
+``i`` uses process ``i % processes`` of every variant, the variants in the order of a
+Williams design's rows (two variants: A0 B0 A1 B1 | B0 A0 B1 A1 | ...), so each variant
+and each process sits first and last equally often and no variant always follows the
+same one. With ``generations`` the pairs are split between successive sets of fresh
+processes, for more processes' luck than fit in memory at once. Pair ``i``'s ratio is a
+variant's round throughput over the reference variant's (the first) in that same pair;
+the ratios go to :func:`pytest_dlperf.stats.paired_ratio`.
 
 The child is the ordinary training worker (``pytest_dlperf.worker``) started with
 ``--paced``: :func:`pytest_dlperf.measure.measure` then waits for a ``go`` line on stdin
@@ -81,21 +83,45 @@ class PairedResult:
             raise KeyError(f"no paired ratio for {key!r}; variants: {sorted(self.ratios)}") from None
 
 
-def schedule(variants: int, processes: int, pairs: int) -> list[list[tuple[int, int]]]:
-    """Per pair, the (variant, process) rounds in the order they are taken."""
+def williams_rows(variants: int) -> list[list[int]]:
+    """Orders of ``variants`` in which each variant sits in each position equally often and follows
+    every other variant equally often (a Williams design, balanced for first-order carry-over): the
+    round before can slow or speed the next one (caches, clocks, a runtime's spinning threads), and
+    here no variant always follows the same one. ``variants`` rows when even, ``2 x variants`` when odd;
+    for two variants, AB then BA."""
+    first, low, high = [0], 1, variants - 1
+    while len(first) < variants:
+        first.append(low)
+        low += 1
+        if len(first) < variants:
+            first.append(high)
+            high -= 1
+    rows = [[(v + shift) % variants for v in first] for shift in range(variants)]
+    if variants % 2:
+        rows += [row[::-1] for row in rows]
+    return rows
+
+
+def schedule(variants: int, processes: int, pairs: int, first_pair: int = 0) -> list[list[tuple[int, int]]]:
+    """Per pair, the (variant, process) rounds in the order they are taken.
+
+    Pair ``i`` is taken by process ``i % processes`` of every variant, in the order of Williams row
+    ``(i // processes) % rows`` (:func:`williams_rows`): every process meets every row, and over
+    whole cycles each variant and each process sits first and last equally often. ``first_pair``
+    continues the cycle from an earlier generation of processes.
+    """
+    rows = williams_rows(variants)
     plan = []
-    for i in range(pairs):
-        process = i % processes
-        order = list(range(variants))
-        if (i // processes) % 2:
-            order.reverse()
-        plan.append([(v, process) for v in order])
+    for i in range(first_pair, first_pair + pairs):
+        row = rows[(i // processes) % len(rows)]
+        plan.append([(v, i % processes) for v in row])
     return plan
 
 
-def pairs_for(requested: int, processes: int) -> int:
-    """``requested`` rounded up to whole blocks (2 x processes), so every process leads and trails equally."""
-    block = 2 * processes
+def pairs_for(requested: int, processes: int, generations: int = 1) -> int:
+    """``requested`` rounded up to whole blocks (2 x processes) per generation, so every process
+    leads and trails equally often."""
+    block = 2 * processes * generations
     return max(block, -(-requested // block) * block)
 
 
@@ -127,11 +153,12 @@ class Interleaved:
 
 
 def interleave(starters: Sequence[Sequence[Callable[[], Paced]]], pairs: int, settle_seconds: float = 0.0,
-               build_one_at_a_time: bool = False) -> Interleaved:
+               build_one_at_a_time: bool = False, first_pair: int = 0) -> Interleaved:
     """Start ``starters[variant][process]``, wait until all are warm, take ``pairs`` pairs of rounds
     in :func:`schedule`'s order, finish every process; every started process is killed whatever happens.
 
     ``pairs`` should be whole blocks (:func:`pairs_for`); each process takes ``pairs / processes`` rounds.
+    ``first_pair`` continues :func:`schedule`'s cycle where an earlier generation left it.
     """
     processes = len(starters[0])
     groups: list[list[Paced]] = []
@@ -147,7 +174,7 @@ def interleave(starters: Sequence[Sequence[Callable[[], Paced]]], pairs: int, se
                 paced.ready(paced.timeout)
         throughput: list[list[float]] = [[0.0] * pairs for _ in groups]
         order: list[tuple[int, int]] = []
-        for i, pair in enumerate(schedule(len(groups), processes, pairs)):
+        for i, pair in enumerate(schedule(len(groups), processes, pairs, first_pair)):
             for v, p in pair:
                 paced = groups[v][p]
                 throughput[v][i] = float(paced.round(paced.timeout)["samples_per_second"])
@@ -301,14 +328,19 @@ def run_paired(
     settle_seconds: float = 0.0,
     confidence: float = 0.95,
     build_one_at_a_time: bool = False,
+    generations: int = 1,
 ) -> PairedResult:
     """Measure ``variants`` interleaved; the first is the reference every ratio divides by.
 
-    ``pairs`` is rounded up to whole blocks of ``2 * processes``. ``settle_seconds`` pauses
-    between rounds, for runtimes whose idle threads keep spinning after a round (Intel
+    ``pairs`` is rounded up to whole blocks of ``2 * processes`` per generation. ``settle_seconds``
+    pauses between rounds, for runtimes whose idle threads keep spinning after a round (Intel
     OpenMP's 200 ms KMP_BLOCKTIME) and would otherwise slow the next child.
     ``build_one_at_a_time`` starts each child only when the previous one is built and warmed
     up, so what a child measures while warming up (a compile time) is not shared with the others.
+    ``generations``: the pairs are split into this many consecutive parts, each taken by fresh
+    processes (the previous ones finished first), so ``processes x generations`` processes per
+    variant contribute their own luck (memory layout, thread placement: a few percent for a
+    process's whole life) while only ``processes`` per variant are resident at once.
     """
     variants = [v if isinstance(v, Variant) else Variant(v) for v in variants]
     if len(variants) < 2:
@@ -318,18 +350,29 @@ def run_paired(
         raise ScenarioError(f"paired variants need distinct labels (or names), got {keys}")
     if processes < 1:
         raise ScenarioError(f"processes={processes!r} must be >= 1 per variant")
-    pairs = pairs_for(pairs, processes)
+    if generations < 1:
+        raise ScenarioError(f"generations={generations!r} must be >= 1")
+    pairs = pairs_for(pairs, processes, generations)
     workdir = Path(tempfile.mkdtemp(prefix="paired-", dir=workdir))
-    rounds_each = pairs // processes
+    per_generation = pairs // generations
+    rounds_each = per_generation // processes
 
-    def starter(variant: Variant, p: int) -> Callable[[], _PacedChild]:
-        return lambda: _PacedChild(variant, p, rounds_each, workdir, on_progress)
+    def starter(variant: Variant, index: int) -> Callable[[], _PacedChild]:
+        return lambda: _PacedChild(variant, index, rounds_each, workdir, on_progress)
 
-    run = interleave([[starter(v, p) for p in range(processes)] for v in variants], pairs,
-                     settle_seconds, build_one_at_a_time)
-    throughput, per_variant = run.throughput, run.finished
-    order = [(keys[v], p) for v, p in run.order]
-    results = {keys[v]: merge(per_variant[v], throughput[v], processes) for v in range(len(variants))}
+    throughput: list[list[float]] = [[] for _ in variants]
+    per_variant: list[list[TrainingResult]] = [[] for _ in variants]
+    order: list[tuple[str, int]] = []
+    for g in range(generations):
+        first = g * processes
+        run = interleave([[starter(v, first + p) for p in range(processes)] for v in variants], per_generation,
+                         settle_seconds, build_one_at_a_time, first_pair=g * per_generation)
+        for v in range(len(variants)):
+            throughput[v] += run.throughput[v]
+            per_variant[v] += run.finished[v]
+        order += [(keys[v], first + p) for v, p in run.order]
+    results = {keys[v]: merge(per_variant[v], throughput[v], processes * generations)
+               for v in range(len(variants))}
     ratios = {keys[v]: paired_ratio(throughput[v], throughput[0], confidence) for v in range(1, len(variants))}
     return PairedResult(keys[0], results, ratios, order)
 

@@ -186,8 +186,8 @@ class DlperfRun:
         return result
 
     def run_paired(self, *variants: Scenario | Variant, pairs: int | None = None,
-                   processes: int | None = None, settle_seconds: float = 0.0, record: bool = True,
-                   build_one_at_a_time: bool = False) -> PairedResult:
+                   processes: int | None = None, generations: int | None = None, settle_seconds: float = 0.0,
+                   record: bool = True, build_one_at_a_time: bool = False) -> PairedResult:
         """Train ``variants`` interleaved (:mod:`pytest_dlperf.paired`); the first is the reference.
 
         Every variant's merged result is recorded like :meth:`run`'s (``record=False``: the caller
@@ -195,6 +195,7 @@ class DlperfRun:
         ratio over the first is in ``.ratios`` (give it to :meth:`speedup`). The device lock
         is held for the whole group. ``build_one_at_a_time``: each child builds and warms up alone
         (compiled scenarios: their compile time is measured without the other children's load).
+        ``generations`` (default ``--dlperf-generations``): successive sets of fresh processes.
         """
         settings = self._session.settings
         if len(variants) < 2:
@@ -203,6 +204,7 @@ class DlperfRun:
         first = variants[0].scenario if isinstance(variants[0], Variant) else variants[0]
         if processes is None:
             processes = settings.processes or (1 if first.device == "cuda" else DEFAULT_PROCESSES)
+        generations = generations or settings.generations
         console = self._session.console
         keys = [v.key if isinstance(v, Variant) else v.label for v in variants]
         say = console.for_scenario(" vs ".join(keys) if len(keys) <= 3 else f"{keys[0]} vs {len(keys) - 1} variants")
@@ -210,12 +212,14 @@ class DlperfRun:
         try:
             with self._exclusive_devices(first):
                 # what each child really runs: the pairs' rounds, not the scenario's own round count
-                total = pairs_for(pairs or settings.pairs, processes)
-                say(f"training interleaved, {total} pairs x {processes} process{'es' if processes > 1 else ''} "
-                    f"per variant: {first.replace(rounds=total // processes).describe()}")
+                total = pairs_for(pairs or settings.pairs, processes, generations)
+                fresh = f" x {generations} generations" if generations > 1 else ""
+                say(f"training interleaved, {total} pairs x {processes} process{'es' if processes > 1 else ''}"
+                    f"{fresh} per variant: {first.replace(rounds=total // (processes * generations)).describe()}")
                 started = time.monotonic()
                 paired = run_paired(list(variants), pairs=pairs or settings.pairs, processes=processes,
-                                    workdir=self._workdir, on_progress=console.child_progress("paired"),
+                                    generations=generations, workdir=self._workdir,
+                                    on_progress=console.child_progress("paired"),
                                     settle_seconds=settle_seconds, build_one_at_a_time=build_one_at_a_time)
         except ScenarioFailed as exc:
             problem = exc.report()

@@ -104,6 +104,9 @@ OPTIONS: list[tuple[str, str, str, Callable[[str], Any], str]] = [
     ("--dlperf-processes", "dlperf_processes", "dlperf_processes", _positive_int,
      f"persistent processes per variant in a paired comparison (default {DEFAULT_PROCESSES} on CPU, 1 on GPU, "
      "where every process's memory must fit at once)"),
+    ("--dlperf-generations", "dlperf_generations", "dlperf_generations", _positive_int,
+     "successive sets of fresh processes that share a paired comparison's pairs (default 1): "
+     "processes x generations processes per variant, only processes of them resident at once"),
     ("--dlperf-reference", "dlperf_reference", "dlperf_reference", _interpreter,
      "A/B mode: the python of a reference environment (e.g. a venv with the previous framework release); "
      "every scenario also runs there, interleaved, and the test fails when this environment is slower"),
@@ -142,6 +145,7 @@ class Settings(NamedTuple):
     pairs: int = DEFAULT_PAIRS
     #: None: the default for the device (DEFAULT_PROCESSES on CPU, 1 on GPU).
     processes: int | None = None
+    generations: int = 1
     reference: str | None = None
     ab_threshold: float = DEFAULT_AB_THRESHOLD
     require_baselines: bool = False
@@ -201,6 +205,7 @@ class Settings(NamedTuple):
             timeout=values["dlperf_timeout"] or DEFAULT_TIMEOUT[profile],
             pairs=values["dlperf_pairs"] or DEFAULT_PAIRS,
             processes=values["dlperf_processes"],
+            generations=values["dlperf_generations"] or 1,
             reference=values["dlperf_reference"],
             ab_threshold=values["dlperf_ab_threshold"] or DEFAULT_AB_THRESHOLD,
             require_baselines=_require_baselines(config),

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dlperf.paired import Variant, pairs_for, run_paired, schedule
+from pytest_dlperf.paired import Variant, pairs_for, run_paired, schedule, williams_rows
 from pytest_dlperf.runner import ScenarioFailed
 from pytest_dlperf.scenario import Scenario, ScenarioError
 
@@ -31,14 +31,67 @@ def test_schedule_puts_every_variant_and_process_first_and_last_equally_often() 
     assert [r for pair in plan[:4] for r in pair] == [(0, 0), (1, 0), (0, 1), (1, 1), (1, 0), (0, 0), (1, 1), (0, 1)]
     firsts = Counter(pair[0] for pair in plan)
     assert firsts == {(0, 0): 2, (1, 0): 2, (0, 1): 2, (1, 1): 2}
-    three = schedule(variants=3, processes=1, pairs=4)
-    assert [pair[0][0] for pair in three] == [0, 2, 0, 2] and [pair[1][0] for pair in three] == [1, 1, 1, 1]
+    four = schedule(variants=4, processes=2, pairs=16)
+    for position in range(4):
+        assert Counter(pair[position] for pair in four) == {(v, p): 2 for v in range(4) for p in range(2)}
+
+
+@pytest.mark.parametrize("variants", [2, 3, 4, 5, 8])
+def test_williams_rows_balance_positions_and_what_follows_what(variants: int) -> None:
+    rows = williams_rows(variants)
+    assert len(rows) == (variants if variants % 2 == 0 else 2 * variants)
+    assert all(sorted(row) == list(range(variants)) for row in rows)
+    each = len(rows) // variants
+    for position in range(variants):
+        assert Counter(row[position] for row in rows) == {v: each for v in range(variants)}
+    follows = Counter((row[i], row[i + 1]) for row in rows for i in range(variants - 1))
+    assert set(follows) == {(a, b) for a in range(variants) for b in range(variants) if a != b}
+    assert set(follows.values()) == {each}  # every variant follows every other equally often
+
+
+def test_the_old_design_let_the_reference_always_sit_at_an_end_the_williams_one_does_not() -> None:
+    """Four variants forwards then backwards: the reference was only ever first or last, so a
+    carry-over from the round before never reached it and always reached the others."""
+    plan = schedule(variants=4, processes=1, pairs=4)
+    assert Counter(pair.index((0, 0)) for pair in plan) == {0: 1, 1: 1, 2: 1, 3: 1}
+
+
+def test_schedule_continues_its_cycle_across_generations() -> None:
+    whole = schedule(variants=3, processes=2, pairs=24)
+    assert schedule(variants=3, processes=2, pairs=12, first_pair=12) == whole[12:]
 
 
 def test_pairs_round_up_to_whole_blocks() -> None:
     assert pairs_for(20, 2) == 20
     assert pairs_for(5, 2) == 8
     assert pairs_for(1, 3) == 6
+    assert pairs_for(20, 2, generations=4) == 32
+    assert pairs_for(40, 2, generations=5) == 40 and pairs_for(40, 2, generations=4) == 48
+
+
+def test_generations_take_the_pairs_with_fresh_processes_one_set_after_the_other(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    started: list[int] = []
+    real_popen = subprocess.Popen
+
+    def recording_popen(*args, **kwargs):  # type: ignore[no-untyped-def]
+        proc = real_popen(*args, **kwargs)
+        started.append(proc.pid)
+        assert len(_alive(started)) <= 4, "only one generation (2 variants x 2 processes) may be resident"
+        return proc
+
+    monkeypatch.setattr(subprocess, "Popen", recording_popen)
+    paired = run_paired([variant("a"), variant("b")], pairs=8, processes=2, generations=2, workdir=tmp_path)
+    assert len(started) == 8 and not _alive(started)
+    assert Counter(paired.schedule) == {(key, p): 2 for key in "ab" for p in range(4)}
+    assert [p for _, p in paired.schedule[:8]] == [0, 0, 1, 1, 0, 0, 1, 1]  # generation 1 first, then 2
+    assert paired.ratio("b").n == 8 and len(paired.results["b"].throughput.samples) == 8
+    assert paired.results["a"].details["paired"]["processes"] == 4
+    assert len(paired.results["a"].details["paired"]["process_losses"]) == 4
+    with pytest.raises(ScenarioError, match="generations=0"):
+        run_paired([variant("a"), variant("b")], generations=0, workdir=tmp_path)
 
 
 def test_a_slower_variant_has_a_ratio_below_one_and_every_round_is_reported(tmp_path: Path) -> None:
@@ -131,3 +184,27 @@ def test_build_one_at_a_time_starts_each_child_after_the_previous_one_warmed_up(
     events.clear()
     run_paired([variant("a"), variant("b")], pairs=4, processes=2, workdir=tmp_path)
     assert events == ["start"] * 4 + ["ready"] * 4  # the default: every child builds at once
+
+
+def test_the_generations_option_reaches_a_tests_paired_group(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_group=f"""
+from pytest_dlperf.paired import Variant
+from pytest_dlperf.scenario import Scenario
+
+def fake(label):
+    return Variant(Scenario(framework="torch", model="fake", label=label, warmup_steps=1, steps_per_round=3,
+                            timeout=30.0, env={{"PYTHONPATH": {TESTS!r}, "FAKE_STEP_SECONDS": "0.002"}}),
+                   module="fake_paced_worker")
+
+def test_group(dlperf):
+    paired = dlperf.run_paired(fake("a"), fake("b"), record=False)
+    assert paired.results["a"].details["paired"]["processes"] == 4
+    assert paired.ratio("b").n == 8
+""")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--dlperf-pairs=8", "--dlperf-processes=2",
+                                           "--dlperf-generations=2")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*training interleaved, 8 pairs x 2 processes x 2 generations per variant*"])
+    bad = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--dlperf-generations=0")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*--dlperf-generations*"])
