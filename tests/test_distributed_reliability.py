@@ -14,7 +14,7 @@ import time
 import pytest
 
 from pytest_dlperf import distributed as dist
-from pytest_dlperf.netns import unavailable_reason
+from pytest_dlperf.distributed.netns import unavailable_reason
 
 CONFIG = dict(model="tiny_cnn", batch_size=4, image_size=8, num_classes=4, lr=0.05, momentum=0.9, seed=0,
               train_samples=64, steps=6, warmup_steps=0, rounds=1, threads=1, kvstore="dist_sync")

@@ -13,7 +13,7 @@ no DDP: the reference the equivalence test compares with.
 
 Throughput per worker comes from the shared ``measure`` harness; the rank writes its
 final parameters (``.npz``) and rank 0 reports validation top-1/top-5 on held-out
-synthetic data. A paced job (config ``"paced": true``, :mod:`pytest_dlperf.paced_job`)
+synthetic data. A paced job (config ``"paced": true``, :mod:`pytest_dlperf.distributed.paced_job`)
 takes each timed round when the parent says so: rank 0 waits for its ``go``, then every
 rank meets in ``torch.distributed.barrier()`` before starting its clock.
 
@@ -113,7 +113,7 @@ def env_from_mpi(environ: dict[str, str] | os._Environ[str] = os.environ) -> boo
 
 def main(argv: list[str]) -> int:
     from ..measure import measure
-    from ..paced_job import rank_pacer
+    from ..distributed.paced_job import rank_pacer
 
     # who started this rank: torchrun's agent sets TORCHELASTIC_RUN_ID, mpirun's orted OMPI_COMM_WORLD_*
     started_by = ("mpirun" if env_from_mpi() else "torchrun" if "TORCHELASTIC_RUN_ID" in os.environ

@@ -48,10 +48,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Iterator, Mapping, Sequence
 
-from .devicelock import device_lock, visible_gpus
+from ..devicelock import device_lock, visible_gpus
 from .launchers import (MPI_TAG_PATTERN, REMOTE_SCRATCH, TORCHRUN_TAG_PATTERN, Launcher, LocalLauncher,
                         torchrun_command)
-from .runner import tail
+from ..runner import tail
 
 ENTRY_POINTS = {
     "torch": "pytest_dlperf.cores.torch_ddp",
@@ -259,7 +259,7 @@ _SET_BY_STARTER = {"torchrun": ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR
 def rank_environments(job: Job, job_id: str, ports: PortReservation) -> dict[Rank, dict[str, str]]:
     """Each rank's full environment: ours, the job marker, the framework's rendezvous variables."""
     launcher = job.launcher
-    package_root = str(Path(__file__).resolve().parent.parent)
+    package_root = str(Path(__file__).resolve().parents[2])
     base = dict(os.environ)
     base.update(job.env)
     base.update(
@@ -685,7 +685,7 @@ def _host_slots(job: Job) -> dict[str, int]:
 
 
 def _remote_env(job_id: str) -> dict[str, str]:
-    package_root = str(Path(__file__).resolve().parent.parent)
+    package_root = str(Path(__file__).resolve().parents[2])
     return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p))
 
 
@@ -963,7 +963,7 @@ def dataset(samples: int, image_size: int, num_classes: int, seed: int, noise: f
     """
     import numpy as np
 
-    from .synthetic import class_templates
+    from ..synthetic import class_templates
 
     templates = class_templates(num_classes, image_size, seed)
     rng = np.random.default_rng([seed, 0 if split == "train" else 1])
@@ -987,7 +987,7 @@ def shard(images: Any, labels: Any, step: int, rank: int, world: int, batch: int
 
 def scenario_of(config: Mapping[str, Any], total_steps: int, framework: str) -> Any:
     """The measure() schedule (a Scenario): warm-up, then rounds of equal steps, all of ``total_steps`` training."""
-    from .scenario import Scenario
+    from ..scenario import Scenario
 
     rounds = max(1, min(int(config.get("rounds", 4)), total_steps))
     warmup = min(int(config.get("warmup_steps", 2)), total_steps - rounds)
@@ -1087,8 +1087,8 @@ def as_training_result(job: Job, result: JobResult, label: str) -> Any:
     """The job as a :class:`TrainingResult` for ``dlperf.check``: throughput *per worker*
     (every worker's per-round samples), rank 0's top-1/top-5, the job's wall time, and
     this machine's hardware key so the figures meet their baselines."""
-    from .environment import hardware_key, host_record
-    from .result import HIGHER, TrainingResult, metric_from
+    from ..environment import hardware_key, host_record
+    from ..result import HIGHER, TrainingResult, metric_from
 
     first = next((w for w in result.workers if w.get("accuracy")), result.workers[0])
     total = total_steps_of(job.config, job.workers)

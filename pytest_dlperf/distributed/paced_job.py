@@ -55,8 +55,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Mapping, Sequence
 
-from . import distributed as dist
-from .measure import StdinPacer
+from .. import distributed as dist
+from ..measure import StdinPacer
 
 #: The job config key that makes a rank paced (the parent sets it; ranks read it).
 PACED = "paced"
@@ -172,7 +172,7 @@ class PacedJob:
         return next(r for r in self.procs if r.index == 0)
 
     def _read(self, proc: subprocess.Popen[bytes], log: IO[bytes]) -> None:
-        from .paired import relay_rounds  # parent side only: a rank never imports the paired runner
+        from ..paired import relay_rounds  # parent side only: a rank never imports the paired runner
 
         assert proc.stdout is not None
         relay_rounds(proc.stdout, self.replies, log, self.name, "[dlperf] ", self._on_progress_rounds)
@@ -336,9 +336,9 @@ def run_paired_jobs(jobs: Sequence[dist.Job], pairs: int, processes: int = 1, wo
     """
     import tempfile
 
-    from .devicelock import device_lock, visible_gpus
-    from .paired import interleave, pairs_for
-    from .stats import paired_ratio
+    from ..devicelock import device_lock, visible_gpus
+    from ..paired import interleave, pairs_for
+    from ..stats import paired_ratio
 
     if len(jobs) < 2:
         raise ValueError(f"a paired run of jobs needs at least 2 jobs, got {len(jobs)}")

@@ -6,7 +6,7 @@ efficiency and top-1/top-5 on held-out data. Figures go to the baselines through
 
 Two ways to measure the efficiency: :func:`check_two_workers` takes two jobs run one after
 the other (its figure carries the machine's drift between them, so its floor must be low);
-:func:`check_paired_workers` takes the jobs of :func:`pytest_dlperf.paced_job.run_paired_jobs`,
+:func:`check_paired_workers` takes the jobs of :func:`pytest_dlperf.distributed.paced_job.run_paired_jobs`,
 which alternated timed rounds, and judges the paired per-worker ratio with ``stats.decide``.
 """
 
@@ -16,9 +16,9 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from . import distributed as dist
+from .. import distributed as dist
 from .netns import rate_bits_per_second
-from .stats import SLOWER, decide
+from ..stats import SLOWER, decide
 
 
 @dataclass(frozen=True)
