@@ -19,7 +19,8 @@ import pytest
 
 from pytest_dlperf import distributed as dist
 from pytest_dlperf.measure import ROUND_PREFIX
-from pytest_dlperf.distributed.paced_job import PACED, RankPacer, paced_problem, rank_pacer, run_paired_jobs
+from pytest_dlperf.distributed.paced_job import paced_problem, run_paired_jobs
+from pytest_dlperf.distributed.rank import PACED, RankPacer, rank_pacer
 
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (tox -e perf-torch)")
 
