@@ -1,6 +1,6 @@
 """Seeds 002 and 004 on the engines users run: real jobs through ssh and Open MPI across separate hosts.
 
-Two network-namespace hosts, each with its own sshd and its own core (``pytest_dlperf.engines``),
+Two network-namespace hosts, each with its own sshd and its own core (``pytest_dlperf.distributed.engines``),
 the launch clients on a third namespace (the login node): every rank is remote, started by the
 engine itself, addressed by IP; the config reaches it through the launcher's environment and its
 result comes back through the launcher's output (no shared path is read); its ports were chosen
@@ -29,7 +29,7 @@ import sys
 import pytest
 
 from pytest_dlperf import distributed as dist
-from pytest_dlperf import engines
+from pytest_dlperf.distributed import engines
 from pytest_dlperf.devicelock import device_lock
 
 FRAMEWORKS = ("torch", "tensorflow", "mxnet")  # each runs in its own tox environment; the others skip

@@ -30,7 +30,7 @@ import pytest
 
 from pytest_dlperf import distributed as dist
 from pytest_dlperf.cores.mxnet_core import unsupported_gpu
-from pytest_dlperf.scaling import ScalingClaim, check_two_workers
+from pytest_dlperf.distributed.scaling import ScalingClaim, check_two_workers
 
 pytestmark = pytest.mark.framework("mxnet")
 

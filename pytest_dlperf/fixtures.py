@@ -112,7 +112,7 @@ def distributed(request: pytest.FixtureRequest, settings: Any) -> Iterator[Hosts
     if name == "netns":
         yield from _netns_hosts(workers, rate)
         return
-    from .launchers import make_launcher
+    from .distributed.launchers import make_launcher
 
     try:
         launcher = make_launcher(name, settings.hostfile)
@@ -125,8 +125,8 @@ def distributed(request: pytest.FixtureRequest, settings: Any) -> Iterator[Hosts
 
 
 def _netns_hosts(workers: int, rate: str | None) -> Iterator[Hosts]:
-    from .launchers import NetnsLauncher
-    from .netns import NetnsCluster, unavailable_reason
+    from .distributed.launchers import NetnsLauncher
+    from .distributed.netns import NetnsCluster, unavailable_reason
 
     reason = unavailable_reason()
     if reason:

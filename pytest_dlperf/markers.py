@@ -76,7 +76,7 @@ def distributed_args(item: Any, mark: Any) -> tuple[int, str | None, str | None]
     if rate is not None:
         if launcher != "netns":
             raise _usage(item, mark, f"rate={rate!r} needs launcher='netns' (it shapes the namespaces' links)")
-        from .netns import validate_rate
+        from .distributed.netns import validate_rate
 
         try:
             validate_rate(rate)

@@ -136,7 +136,7 @@ class DlperfRun:
 
     def launcher(self) -> Any:
         """The launcher the user chose (``--dlperf-launcher``) for distributed jobs' ranks."""
-        from .launchers import make_launcher
+        from .distributed.launchers import make_launcher
 
         settings = self._session.settings
         return make_launcher(settings.launcher, settings.hostfile)

@@ -55,7 +55,7 @@ def _positive_int(text: str) -> int:
 
 
 def _launcher(text: str) -> str:
-    from .launchers import LAUNCHERS
+    from .distributed.launchers import LAUNCHERS
 
     choices = [name for name in LAUNCHERS if name != "netns"]
     if text not in choices:
@@ -185,7 +185,7 @@ class Settings(NamedTuple):
         if hostfile is not None and not hostfile.is_absolute():
             hostfile = Path(config.rootpath) / hostfile
         if launcher != "local":
-            from .launchers import HostfileError, make_launcher
+            from .distributed.launchers import HostfileError, make_launcher
 
             if hostfile is None:
                 raise pytest.UsageError(f"--dlperf-launcher {launcher} needs --dlperf-hostfile PATH "

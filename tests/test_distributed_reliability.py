@@ -14,7 +14,8 @@ import time
 import pytest
 
 from pytest_dlperf import distributed as dist
-from pytest_dlperf.netns import unavailable_reason
+from pytest_dlperf.distributed import rendezvous, supervise
+from pytest_dlperf.distributed.netns import unavailable_reason
 
 CONFIG = dict(model="tiny_cnn", batch_size=4, image_size=8, num_classes=4, lr=0.05, momentum=0.9, seed=0,
               train_samples=64, steps=6, warmup_steps=0, rounds=1, threads=1, kvstore="dist_sync")
@@ -99,7 +100,7 @@ def test_two_jobs_at_once_get_different_ports_and_both_finish(tmp_path):
 def test_reserved_ports_are_not_handed_out_twice(monkeypatch):
     """The kernel offers the same free port to both jobs; the lock makes the second take another."""
     offers = iter([41000, 41000, 41001])
-    monkeypatch.setattr(dist, "_bindable_port", lambda address: next(offers))
+    monkeypatch.setattr(rendezvous, "_bindable_port", lambda address: next(offers))
     a, b = dist.PortReservation(), dist.PortReservation()
     try:
         assert a.take("127.0.0.1") == 41000
@@ -128,7 +129,7 @@ def test_a_job_holds_the_cpu_lock_while_its_ranks_run(tmp_path, monkeypatch):
         seen.update(devicelock.holders(tmp_path / "locks", ["cpu"]))
         return "ran"
 
-    monkeypatch.setattr(dist, "_run_job", ranks_run)
+    monkeypatch.setattr(supervise, "_run_job", ranks_run)
     assert dist.run_job(dist.Job("torch", 2, CONFIG, timeout=5, label="locked"), tmp_path) == "ran"
     assert "cpu.lock" in seen and "distributed job locked" in seen["cpu.lock"], seen
     assert devicelock.holders(tmp_path / "locks", ["cpu"]) == {}  # released after the job

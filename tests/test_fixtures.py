@@ -8,7 +8,7 @@ import pytest
 
 from pytest_dlperf import fixtures
 from pytest_dlperf.environment import Gpu
-from pytest_dlperf.netns import unavailable_reason
+from pytest_dlperf.distributed.netns import unavailable_reason
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from pytest_dlperf import launchers
-from pytest_dlperf.launchers import Host, HostfileError, read_hostfile, validate_host
+from pytest_dlperf.distributed import launchers
+from pytest_dlperf.distributed.launchers import Host, HostfileError, read_hostfile, validate_host
 
 TF_CONFIG = json.dumps({"cluster": {"worker": ["10.0.0.1:2222", "10.0.0.2:2222"]}, "task": {"type": "worker", "index": 1}})
 ENV = {"RANK": "1", "TF_CONFIG": TF_CONFIG, "DLPERF_JOB": "j-1", "HOME": "/root", "SECRET_TOKEN": "x"}

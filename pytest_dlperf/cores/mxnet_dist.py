@@ -30,7 +30,7 @@ import mxnet as mx  # a DMLC_ROLE=server/scheduler process serves inside this im
 import numpy as np
 from mxnet import autograd, gluon
 
-from .. import distributed as dist_util
+from ..distributed import rank as dist_util  # the rank side only: never the parent's orchestration
 
 
 def tiny_cnn(num_classes: int) -> gluon.nn.HybridSequential:

@@ -29,7 +29,7 @@ import numpy as np
 import tensorflow as tf
 import keras
 
-from .. import distributed as dist_util
+from ..distributed import rank as dist_util  # the rank side only: never the parent's orchestration
 
 
 def tiny_cnn(num_classes: int, size: int) -> keras.Model:

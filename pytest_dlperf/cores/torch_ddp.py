@@ -13,7 +13,7 @@ no DDP: the reference the equivalence test compares with.
 
 Throughput per worker comes from the shared ``measure`` harness; the rank writes its
 final parameters (``.npz``) and rank 0 reports validation top-1/top-5 on held-out
-synthetic data. A paced job (config ``"paced": true``, :mod:`pytest_dlperf.paced_job`)
+synthetic data. A paced job (config ``"paced": true``, :mod:`pytest_dlperf.distributed.paced_job`)
 takes each timed round when the parent says so: rank 0 waits for its ``go``, then every
 rank meets in ``torch.distributed.barrier()`` before starting its clock.
 
@@ -34,7 +34,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from .. import distributed as dist_util
+from ..distributed import rank as dist_util  # the rank side only: never the parent's orchestration
 
 
 def tiny_cnn(num_classes: int, image_size: int) -> torch.nn.Module:
@@ -113,7 +113,6 @@ def env_from_mpi(environ: dict[str, str] | os._Environ[str] = os.environ) -> boo
 
 def main(argv: list[str]) -> int:
     from ..measure import measure
-    from ..paced_job import rank_pacer
 
     # who started this rank: torchrun's agent sets TORCHELASTIC_RUN_ID, mpirun's orted OMPI_COMM_WORLD_*
     started_by = ("mpirun" if env_from_mpi() else "torchrun" if "TORCHELASTIC_RUN_ID" in os.environ
@@ -144,7 +143,7 @@ def main(argv: list[str]) -> int:
         net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     loop = DDPLoop(net, config, rank, world, device)
     start = time.perf_counter()
-    pacer = rank_pacer(config, rank, torch.distributed.barrier if world > 1 else None)
+    pacer = dist_util.rank_pacer(config, rank, torch.distributed.barrier if world > 1 else None)
     metrics, losses, details = measure(loop, scenario, lambda text: print(f"[dlperf] {text}", flush=True), pacer=pacer)
     train_seconds = time.perf_counter() - start
     params = {name: p.detach().cpu().numpy() for name, p in model.state_dict().items()}

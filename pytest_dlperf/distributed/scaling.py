@@ -6,7 +6,7 @@ efficiency and top-1/top-5 on held-out data. Figures go to the baselines through
 
 Two ways to measure the efficiency: :func:`check_two_workers` takes two jobs run one after
 the other (its figure carries the machine's drift between them, so its floor must be low);
-:func:`check_paired_workers` takes the jobs of :func:`pytest_dlperf.paced_job.run_paired_jobs`,
+:func:`check_paired_workers` takes the jobs of :func:`pytest_dlperf.distributed.paced_job.run_paired_jobs`,
 which alternated timed rounds, and judges the paired per-worker ratio with ``stats.decide``.
 """
 
@@ -14,11 +14,18 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
-from . import distributed as dist
+from ..stats import SLOWER, decide
+from .job import Job, JobResult
 from .netns import rate_bits_per_second
-from .stats import SLOWER, decide
+from .results import as_training_result, param_bytes
+
+
+def scaling_efficiency(single_worker_throughput: float, per_worker_throughputs: Sequence[float]) -> float:
+    """Weak scaling: the N workers' total throughput over N times one worker's."""
+    n = len(per_worker_throughputs)
+    return sum(per_worker_throughputs) / (n * single_worker_throughput)
 
 
 @dataclass(frozen=True)
@@ -35,14 +42,14 @@ class ScalingClaim:
 
 
 def check_two_workers(dlperf: Any, claim: ScalingClaim, network: str, batch_size: int,
-                      one: tuple[dist.Job, dist.JobResult], two: tuple[dist.Job, dist.JobResult]) -> str:
+                      one: tuple[Job, JobResult], two: tuple[Job, JobResult]) -> str:
     """Record both jobs against the baselines, then assert the claim; returns the summary line."""
     (one_job, one_result), (two_job, two_result) = one, two
-    single = dist.as_training_result(one_job, one_result, "single_worker")
-    pair = dist.as_training_result(two_job, two_result, f"two_workers_{network}")
+    single = as_training_result(one_job, one_result, "single_worker")
+    pair = as_training_result(two_job, two_result, f"two_workers_{network}")
     base = statistics.median(one_result.workers[0]["throughput"])
     per_worker = [statistics.median(w["throughput"]) for w in two_result.workers]
-    efficiency = dist.scaling_efficiency(base, per_worker)
+    efficiency = scaling_efficiency(base, per_worker)
     rounds = zip(*[w["throughput"] for w in two_result.workers])
     dlperf.metric(f"two_workers_{network}", "scaling_efficiency", [sum(r) / (2 * base) for r in rounds], "x")
     dlperf.check(single, pair)
@@ -72,8 +79,8 @@ def check_paired_workers(dlperf: Any, claim: ScalingClaim, network: str, batch_s
     """
     one_job, two_job = paired.jobs[one_label], paired.jobs[two_label]
     one_result, two_result = paired.results[one_label][0], paired.results[two_label][0]
-    single = dist.as_training_result(one_job, one_result, "single_worker")
-    pair = dist.as_training_result(two_job, two_result, f"two_workers_{network}")
+    single = as_training_result(one_job, one_result, "single_worker")
+    pair = as_training_result(two_job, two_result, f"two_workers_{network}")
     ratio = paired.ratio(two_label)
     floor = claim.min_efficiency.get(network)
     dlperf.speedup(f"per_worker_2_vs_1_{network}", ratio, floor=floor)
@@ -106,11 +113,11 @@ def _assert_learned(claim: ScalingClaim, single: Any, pair: Any, acc1: Mapping[s
     _require(acc2["top5"] >= acc1["top5"] - margin, f"2-worker top-5 below the margin {margin}: {summary}")
 
 
-def _assert_rate_limit(claim: ScalingClaim, network: str, batch_size: int, two_result: dist.JobResult,
+def _assert_rate_limit(claim: ScalingClaim, network: str, batch_size: int, two_result: JobResult,
                        per_worker: list[float], summary: str) -> None:
     if network == "netns_limited":
         # The limit is real: the slower worker moves at least one gradient's bytes per step through its veth.
-        wire = dist.param_bytes(two_result.workers[0]["params"]) * 8 / rate_bits_per_second(claim.rate)
+        wire = param_bytes(two_result.workers[0]["params"]) * 8 / rate_bits_per_second(claim.rate)
         step = batch_size / min(per_worker)
         _require(step >= 0.8 * wire, f"step {step:.3f} s is faster than {claim.rate} allows ({wire:.3f} s): {summary}")
 

@@ -9,10 +9,10 @@ Pair ``i``'s efficiency is the N-worker job's per-worker throughput in its round
 1-worker job's throughput in the same pair; :func:`pytest_dlperf.stats.paired_ratio`
 gives the estimate and its interval.
 
-Pacing, rank side (:class:`RankPacer`, installed by the core when the job's config has
-``"paced": true``): rank 0 waits for the parent's ``go`` on its stdin before each timed
-round and reports the round on its stdout (the worker's protocol:
-:class:`pytest_dlperf.measure.StdinPacer`, ``ROUND_PREFIX`` lines). Every rank then enters
+Pacing, rank side (:class:`~pytest_dlperf.distributed.rank.RankPacer`, in the rank's module,
+installed by the core when the job's config has ``"paced": true``): rank 0 waits for the
+parent's ``go`` on its stdin before each timed round and reports the round on its stdout (the
+worker's protocol: :class:`pytest_dlperf.measure.StdinPacer`, ``ROUND_PREFIX`` lines). Every rank then enters
 a barrier of the job's process group, and only after it starts its clock. Why a barrier
 rather than letting the first all-reduce of the round hold the other ranks: a rank that is
 not paced runs its next round's first forward and backward (and, after its last round,
@@ -55,12 +55,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Mapping, Sequence
 
-from . import distributed as dist
-from .measure import StdinPacer
+from ..runner import tail
+from .job import ENTRY_POINTS, Job, JobFailed, JobResult, Rank, host_python
+from .processes import exit_reason, kill_groups, kill_marked
+from .protocol import CONFIG_ENV, last_step, read_rank_result
+from .rank import PACED
+from .rendezvous import PortReservation, rank_environments, rendezvous_of
 
-#: The job config key that makes a rank paced (the parent sets it; ranks read it).
-PACED = "paced"
-#: The entry points that install :class:`RankPacer` when the config says ``paced``.
+#: The entry points that install :class:`~.rank.RankPacer` when the config says ``paced``.
 PACED_FRAMEWORKS = ("torch",)
 #: Launchers whose ranks' stdin/stdout reach this process as pipes.
 PACED_LAUNCHERS = ("local", "netns")
@@ -69,49 +71,10 @@ GO = b"go\n"
 POLL_SECONDS = 0.02
 
 
-# ---------------------------------------------------------------- rank side
-
-
-class RankPacer:
-    """The pacer (:class:`pytest_dlperf.measure.Pacer`) of one rank of a paced job.
-
-    ``barrier``: the job's collective barrier (``torch.distributed.barrier``), None for a
-    1-worker job. Rank 0 talks to the parent; every rank meets the others in the barrier.
-    """
-
-    def __init__(self, rank: int, barrier: Callable[[], Any] | None):
-        self._stdin = StdinPacer() if rank == 0 else None
-        self._barrier = barrier
-
-    def wait(self) -> None:
-        if self._stdin is not None:
-            self._stdin.wait()
-        if self._barrier is not None:
-            self._barrier()
-
-    def report(self, seconds: float, samples_per_second: float) -> None:
-        if self._stdin is not None:
-            self._stdin.report(seconds, samples_per_second)
-
-    def done(self) -> None:
-        if self._stdin is not None:
-            self._stdin.done()
-        if self._barrier is not None:
-            self._barrier()
-
-
-def rank_pacer(config: Mapping[str, Any], rank: int, barrier: Callable[[], Any] | None) -> RankPacer | None:
-    """This rank's pacer when the job is paced, else None (the rank runs its rounds straight through)."""
-    return RankPacer(rank, barrier) if config.get(PACED) else None
-
-
-# ---------------------------------------------------------------- parent side
-
-
 class PacedJob:
     """One distributed job, started paced, then driven one round at a time (:class:`pytest_dlperf.paired.Paced`)."""
 
-    def __init__(self, job: dist.Job, workdir: Path, rounds: int,
+    def __init__(self, job: Job, workdir: Path, rounds: int,
                  on_progress: Callable[[str], None] | None = None):
         problem = paced_problem(job)
         if problem:
@@ -128,18 +91,18 @@ class PacedJob:
         self.logdir.mkdir(parents=True, exist_ok=True)
         (self.logdir / "config.json").write_text(json.dumps(self.config), encoding="utf-8")
         self._on_progress = on_progress
-        self._ports = dist.PortReservation()
-        self.procs: dict[dist.Rank, subprocess.Popen[bytes]] = {}
-        self.logs: dict[dist.Rank, Path] = {}
-        self._results: dict[dist.Rank, Path] = {}
-        self._exited: list[dist.Rank] = []  # ranks in the order their exit was first seen
+        self._ports = PortReservation()
+        self.procs: dict[Rank, subprocess.Popen[bytes]] = {}
+        self.logs: dict[Rank, Path] = {}
+        self._results: dict[Rank, Path] = {}
+        self._exited: list[Rank] = []  # ranks in the order their exit was first seen
         self._finishing = False
         self._killed = False
         self.replies: queue.Queue[dict | None] = queue.Queue()
         self._reader: threading.Thread | None = None
         self._log0: IO[bytes] | None = None
         self._start = time.perf_counter()
-        self.envs: dict[dist.Rank, dict[str, str]] = {}
+        self.envs: dict[Rank, dict[str, str]] = {}
         try:
             self._launch()
         except BaseException:
@@ -148,13 +111,13 @@ class PacedJob:
 
     def _launch(self) -> None:
         job = self.job
-        self.envs = dist.rank_environments(job, self.job_id, self._ports)
-        entry = dist.ENTRY_POINTS[job.framework]
+        self.envs = rank_environments(job, self.job_id, self._ports)
+        entry = ENTRY_POINTS[job.framework]
         for rank, env in self.envs.items():
             self.logs[rank] = self.logdir / f"{rank.file_stem}.log"
             self._results[rank] = self.logdir / f"{rank.file_stem}.json"
-            env[dist.CONFIG_ENV] = json.dumps(self.config)
-            argv = job.launcher.argv(rank.slot, [dist._python(job, rank.slot), "-m", entry, "-",
+            env[CONFIG_ENV] = json.dumps(self.config)
+            argv = job.launcher.argv(rank.slot, [host_python(job, rank.slot), "-m", entry, "-",
                                                  str(self._results[rank])], env)
             if rank.index == 0:  # the paced rank: its stdin takes ``go``, its stdout gives the rounds
                 self._log0 = open(self.logs[rank], "wb")
@@ -168,11 +131,11 @@ class PacedJob:
                                                         stdin=subprocess.DEVNULL, start_new_session=True)
 
     @property
-    def rank0(self) -> dist.Rank:
+    def rank0(self) -> Rank:
         return next(r for r in self.procs if r.index == 0)
 
     def _read(self, proc: subprocess.Popen[bytes], log: IO[bytes]) -> None:
-        from .paired import relay_rounds  # parent side only: a rank never imports the paired runner
+        from ..paired import relay_rounds  # parent side only: a rank never imports the paired runner
 
         assert proc.stdout is not None
         relay_rounds(proc.stdout, self.replies, log, self.name, "[dlperf] ", self._on_progress_rounds)
@@ -198,7 +161,7 @@ class PacedJob:
             pass  # it died; the watch says so
         return self._reply(timeout, f"no round reported within {timeout:g} s")
 
-    def finish(self, timeout: float) -> dist.JobResult:
+    def finish(self, timeout: float) -> JobResult:
         """Close rank 0's stdin; wait until every rank has exited 0; their payloads as a JobResult."""
         self._finishing = True
         proc = self.procs[self.rank0]
@@ -221,19 +184,19 @@ class PacedJob:
             self._log0.flush()
         payloads = []
         for rank in self.procs:
-            payload = dist.read_rank_result(self.logs[rank], self._results[rank])
+            payload = read_rank_result(self.logs[rank], self._results[rank])
             if payload is None:
                 raise self._failed(rank, "exited 0 but wrote no result")
             payloads.append(payload)
-        return dist.JobResult(self.job_id, self.job.label, payloads, wall, self.logdir, dist.rendezvous_of(self.envs))
+        return JobResult(self.job_id, self.job.label, payloads, wall, self.logdir, rendezvous_of(self.envs))
 
     def kill(self) -> None:
         """Every rank's process group, then anything carrying the job's marker; the ports go back."""
         if self._killed:
             return
         self._killed = True
-        dist._kill_groups(list(self.procs.values()))
-        dist._kill_marked(self.job_id)
+        kill_groups(list(self.procs.values()))
+        kill_marked(self.job_id)
         self._ports.release()
         if self._reader is not None:
             self._reader.join(timeout=2)
@@ -269,13 +232,13 @@ class PacedJob:
         for rank in self._exited:
             code = self.procs[rank].returncode
             if code != 0:
-                raise self._failed(rank, dist._exit_reason(code))
+                raise self._failed(rank, exit_reason(code))
             if not self._finishing:
                 raise self._failed(rank, "exited 0 before its last round")
 
-    def _hung(self, detail: str) -> dist.JobFailed:
+    def _hung(self, detail: str) -> JobFailed:
         running = [r for r, p in self.procs.items() if p.poll() is None] or list(self.procs)
-        steps = {r: dist.last_step(self.logs[r]) for r in running}
+        steps = {r: last_step(self.logs[r]) for r in running}
         laggard = min(running, key=lambda r: (steps[r], r.index))
         others = ", ".join(f"{r.name} at step {steps[r]}" for r in running if r != laggard)
         if len(running) > 1 and len(set(steps.values())) == 1:
@@ -283,18 +246,18 @@ class PacedJob:
         reason = f"hung: {detail}; its last step was {steps[laggard]}" + (f" (still running: {others})" if others else "")
         return self._failed(laggard, reason)
 
-    def _failed(self, rank: dist.Rank, reason: str) -> dist.JobFailed:
+    def _failed(self, rank: Rank, reason: str) -> JobFailed:
         """The failure naming ``rank``, after this job's processes are killed (its output is then complete)."""
-        dist._kill_groups(list(self.procs.values()))
-        survivors = dist._kill_marked(self.job_id)
+        kill_groups(list(self.procs.values()))
+        survivors = kill_marked(self.job_id)
         if self._log0 is not None and self._reader is not None:
             self._reader.join(timeout=2)
             self._log0.flush()
         host = None if self.job.launcher.name == "local" else self.job.launcher.address(rank.slot)
-        return dist.JobFailed(self.job_id, rank.name, reason, dist.tail(self.logs[rank]), survivors, host)
+        return JobFailed(self.job_id, rank.name, reason, tail(self.logs[rank]), survivors, host)
 
 
-def paced_problem(job: dist.Job) -> str | None:
+def paced_problem(job: Job) -> str | None:
     """Why ``job`` cannot be paced (a usage error naming the fix), or None."""
     if job.framework not in PACED_FRAMEWORKS:
         return (f"a paced job needs a core that paces its ranks ({', '.join(PACED_FRAMEWORKS)}); "
@@ -311,8 +274,8 @@ class PairedJobs:
 
     reference: str
     #: Each job as it ran (its config paced, with the rounds the pairs gave it), by label.
-    jobs: dict[str, dist.Job]
-    results: dict[str, list[dist.JobResult]]
+    jobs: dict[str, Job]
+    results: dict[str, list[JobResult]]
     ratios: dict[str, Any]  # stats.PairedRatio
     #: Per variant, each pair's round throughput per worker (rank 0's timing), in pair order.
     throughput: dict[str, list[float]]
@@ -325,7 +288,7 @@ class PairedJobs:
             raise KeyError(f"no paired ratio for {label!r}; jobs: {sorted(self.ratios)}") from None
 
 
-def run_paired_jobs(jobs: Sequence[dist.Job], pairs: int, processes: int = 1, workdir: Path | None = None,
+def run_paired_jobs(jobs: Sequence[Job], pairs: int, processes: int = 1, workdir: Path | None = None,
                     on_progress: Callable[[str], None] | None = None, confidence: float = 0.95) -> PairedJobs:
     """Run ``jobs`` interleaved, round by round; the first (e.g. the 1-worker job) is the reference.
 
@@ -336,9 +299,9 @@ def run_paired_jobs(jobs: Sequence[dist.Job], pairs: int, processes: int = 1, wo
     """
     import tempfile
 
-    from .devicelock import device_lock, visible_gpus
-    from .paired import interleave, pairs_for
-    from .stats import paired_ratio
+    from ..devicelock import device_lock, visible_gpus
+    from ..paired import interleave, pairs_for
+    from ..stats import paired_ratio
 
     if len(jobs) < 2:
         raise ValueError(f"a paired run of jobs needs at least 2 jobs, got {len(jobs)}")
@@ -360,7 +323,7 @@ def run_paired_jobs(jobs: Sequence[dist.Job], pairs: int, processes: int = 1, wo
     uses_gpu = any(j.config.get("device") == "cuda" for j in jobs)
     devices = (visible_gpus() if uses_gpu else None) or ["cpu"]
 
-    def starter(job: dist.Job, p: int) -> Callable[[], PacedJob]:
+    def starter(job: Job, p: int) -> Callable[[], PacedJob]:
         return lambda: PacedJob(job if processes == 1 else _relabel(job, f"{job.label}.p{p}"), workdir, rounds,
                                 on_progress)
 
@@ -378,5 +341,5 @@ def paced_config(config: Mapping[str, Any], rounds: int) -> dict[str, Any]:
     return dict(config, **{PACED: True, "rounds": rounds})
 
 
-def _relabel(job: dist.Job, label: str) -> dist.Job:
+def _relabel(job: Job, label: str) -> Job:
     return dataclasses.replace(job, label=label)

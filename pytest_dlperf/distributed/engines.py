@@ -1,6 +1,6 @@
 """Real launch engines across network-namespace hosts: an sshd per host, Open MPI over it.
 
-``EngineHosts(n)`` makes ``n`` namespace hosts (:class:`~pytest_dlperf.netns.NetnsCluster`)
+``EngineHosts(n)`` makes ``n`` namespace hosts (:class:`~pytest_dlperf.distributed.netns.NetnsCluster`)
 plus a "head" namespace, the login node the launch clients (``ssh``, ``mpirun``) run in, so
 every host is remote to them. Each host gets
 

@@ -1,0 +1,86 @@
+"""The distributed package's layout holds: a rank process never loads the parent's code.
+
+A rank imports its framework's entry point (``cores/torch_ddp.py``, ``tf_mwms.py``,
+``mxnet_dist.py``), which imports :mod:`pytest_dlperf.distributed.rank`, and then, to time its
+rounds, :mod:`pytest_dlperf.measure`. None of that may pull in the parent's orchestration
+(supervise, remote, launchers, netns hosts, engines), its judging (verdicts, baselines, the
+scaling claims) or the pytest side. Each check runs in a fresh interpreter, as a rank does.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: What a rank process imports: the rank side, and the measuring modules it uses to time its rounds.
+RANK_IMPORTS = ("pytest_dlperf.distributed.rank", "pytest_dlperf.measure", "pytest_dlperf.scenario",
+                "pytest_dlperf.synthetic")
+#: The parent's modules. ``pytest_dlperf.stats`` is not among them: besides the judging tests it holds
+#: the summaries (median, Summary) that ``measure`` and ``result`` use inside every training process.
+PARENT_SIDE = tuple(f"pytest_dlperf.distributed.{m}" for m in (
+    "job", "supervise", "rendezvous", "processes", "tagged", "remote", "launchers", "netns", "engines",
+    "network", "paced_job", "scaling", "results")) + tuple(f"pytest_dlperf.{m}" for m in (
+    "paired", "verdict", "baselines", "session", "plugin", "fixtures", "settings", "markers", "report",
+    "runner", "devicelock"))
+
+CORES = {"torch": "pytest_dlperf.cores.torch_ddp", "tensorflow": "pytest_dlperf.cores.tf_mwms",
+         "mxnet": "pytest_dlperf.cores.mxnet_dist"}
+
+PROBE = """
+import importlib, json, sys
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+print(json.dumps(sorted(m for m in sys.modules if m.startswith("pytest_dlperf"))))
+"""
+
+
+def loaded_by(*modules: str) -> list[str]:
+    """The ``pytest_dlperf`` modules a fresh interpreter holds after importing ``modules``."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p))
+    for name in ("DMLC_ROLE", "TF_CONFIG"):  # an MXNet server would serve inside its import; TF would dial peers
+        env.pop(name, None)
+    proc = subprocess.run([sys.executable, "-c", PROBE, *modules], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, f"importing {modules} failed:\n{proc.stderr[-3000:]}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _parent_modules(loaded: list[str]) -> list[str]:
+    return [m for m in loaded if m in PARENT_SIDE]
+
+
+def test_the_rank_side_loads_none_of_the_parents_modules():
+    loaded = loaded_by(*RANK_IMPORTS)
+    assert "pytest_dlperf.distributed.rank" in loaded  # the probe really imported it
+    assert _parent_modules(loaded) == [], f"a rank process would load the parent's {_parent_modules(loaded)}"
+
+
+@pytest.mark.parametrize("framework", sorted(CORES))
+def test_a_frameworks_rank_entry_point_loads_none_of_the_parents_modules(framework):
+    package = {"tensorflow": "tensorflow"}.get(framework, framework)
+    if importlib.util.find_spec(package) is None:
+        pytest.skip(f"{package} is not installed in this environment")
+    loaded = loaded_by(CORES[framework], *RANK_IMPORTS)
+    assert CORES[framework] in loaded
+    assert _parent_modules(loaded) == [], f"{CORES[framework]} would load the parent's {_parent_modules(loaded)}"
+
+
+def test_the_package_loads_its_parts_on_first_use():
+    """``distributed.NAME`` works for every exported name, and importing the package alone loads none of them."""
+    parts = [m for m in loaded_by("pytest_dlperf.distributed") if m.startswith("pytest_dlperf.distributed.")]
+    assert parts == [], f"importing the package loaded {parts}"
+    from pytest_dlperf import distributed as dist
+
+    for name in dist.__all__:
+        assert getattr(dist, name) is not None, name
+    assert dist.run_job.__module__ == "pytest_dlperf.distributed.supervise"
+    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+        dist.no_such_name  # noqa: B018
