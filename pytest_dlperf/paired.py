@@ -127,7 +127,7 @@ def pairs_for(requested: int, processes: int, generations: int = 1) -> int:
 
 class Paced(Protocol):
     """What the schedule drives: a training child (:class:`_PacedChild`), or a whole distributed
-    job (:class:`pytest_dlperf.paced_job.PacedJob`). Each call raises its own failure, naming
+    job (:class:`pytest_dlperf.distributed.paced_job.PacedJob`). Each call raises its own failure, naming
     what failed, with its output; ``kill`` must be safe to call at any time, more than once."""
 
     #: Seconds allowed for the warm-up, each round, and the finish.
