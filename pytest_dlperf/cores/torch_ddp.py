@@ -119,6 +119,7 @@ def main(argv: list[str]) -> int:
                   else "launcher")
     config, result_path = dist_util.load_rank(argv)
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    dist_util.take_own_core(config)  # before torch starts its thread pool
     torch.set_num_threads(int(config.get("threads", 1)))
     device = torch.device(config.get("device", "cpu"))
     if world > 1:

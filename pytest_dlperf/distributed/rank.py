@@ -60,6 +60,26 @@ def heartbeat(step: int) -> None:
     print(f"{HEARTBEAT}{step}", flush=True)
 
 
+#: The job config key that gives each rank of a host its own core (fair weak scaling on one machine).
+CORE_PER_RANK = "core_per_rank"
+
+
+def take_own_core(config: Mapping[str, Any]) -> int | None:
+    """With ``"core_per_rank": true``: pin this rank to the ``LOCAL_RANK``-th CPU it may use, so one
+    worker and N workers on one host have the same resources per worker (a 1-worker job gets a core,
+    not the machine). Called before the framework starts its thread pools. The engines' hosts pin
+    per host instead (``taskset`` around each host's sshd/slurmd). Returns the core, None when off."""
+    if not config.get(CORE_PER_RANK):
+        return None
+    allowed = sorted(os.sched_getaffinity(0))
+    local = int(os.environ.get("LOCAL_RANK", 0))
+    if local >= len(allowed):
+        raise RuntimeError(f"{CORE_PER_RANK}: local rank {local} needs a core of its own, but this rank may use only "
+                           f"CPUs {allowed}: run at most {len(allowed)} ranks per host, or drop {CORE_PER_RANK}")
+    os.sched_setaffinity(0, {allowed[local]})
+    return allowed[local]
+
+
 def write_rank_result(path: Path, payload: Mapping[str, Any]) -> None:
     """The payload to ``path`` (atomically) and, as one line, to stdout: the launcher brings it back.
 
