@@ -187,14 +187,15 @@ class DlperfRun:
 
     def run_paired(self, *variants: Scenario | Variant, pairs: int | None = None,
                    processes: int | None = None, generations: int | None = None, settle_seconds: float = 0.0,
-                   record: bool = True, build_one_at_a_time: bool = False) -> PairedResult:
+                   record: bool = True, build_one_at_a_time: bool | None = None) -> PairedResult:
         """Train ``variants`` interleaved (:mod:`pytest_dlperf.paired`); the first is the reference.
 
         Every variant's merged result is recorded like :meth:`run`'s (``record=False``: the caller
         records each with :meth:`record`, e.g. one test per variant of a shared group); each other variant's
         ratio over the first is in ``.ratios`` (give it to :meth:`speedup`). The device lock
         is held for the whole group. ``build_one_at_a_time``: each child builds and warms up alone
-        (compiled scenarios: their compile time is measured without the other children's load).
+        (compiled scenarios: their compile time is measured without the other children's load; the
+        default on CPU, see :func:`pytest_dlperf.paired.run_paired`).
         ``generations`` (default ``--dlperf-generations``): successive sets of fresh processes.
         """
         settings = self._session.settings

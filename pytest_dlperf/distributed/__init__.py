@@ -40,7 +40,8 @@ _EXPORTS = {
     "results": ("as_training_result", "max_param_difference", "param_bytes"),
     "scaling": ("scaling_efficiency",),
     "rank": ("PACED", "load_rank", "launch_index", "heartbeat", "write_rank_result", "maybe_fault", "dataset",
-             "shard", "scenario_of", "total_steps_of", "topk_accuracy", "RankPacer", "rank_pacer"),
+             "shard", "scenario_of", "total_steps_of", "topk_accuracy", "RankPacer", "rank_pacer", "CORE_PER_RANK",
+             "take_own_core"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_MODULE_OF)
@@ -65,8 +66,9 @@ if TYPE_CHECKING:  # what a type checker sees; at run time the names above load 
     from .network import NETWORKS, NetworkUnavailable, network
     from .processes import exit_reason, job_processes, kill_groups, kill_marked
     from .protocol import CONFIG_ENV, HEARTBEAT, JOB_MARKER, RESULT_LINE, last_step, read_rank_result
-    from .rank import (PACED, RankPacer, dataset, heartbeat, launch_index, load_rank, maybe_fault, rank_pacer,
-                       scenario_of, shard, topk_accuracy, total_steps_of, write_rank_result)
+    from .rank import (CORE_PER_RANK, PACED, RankPacer, dataset, heartbeat, launch_index, load_rank, maybe_fault,
+                       rank_pacer, scenario_of, shard, take_own_core, topk_accuracy, total_steps_of,
+                       write_rank_result)
     from .remote import HostsNotReady, RemotePorts, reap_remote
     from .rendezvous import PORT_LOCK_DIR, PortReservation, rank_environments, rendezvous_of
     from .results import as_training_result, max_param_difference, param_bytes

@@ -68,28 +68,31 @@ def check_two_workers(dlperf: Any, claim: ScalingClaim, network: str, batch_size
 
 
 def check_paired_workers(dlperf: Any, claim: ScalingClaim, network: str, batch_size: int, paired: Any,
-                         one_label: str, two_label: str) -> str:
-    """The claim on two jobs that alternated timed rounds (``paired``: a ``paced_job.PairedJobs``).
+                         one_label: str, two_label: str, check_single: bool = True) -> str:
+    """The claim on jobs that alternated timed rounds (``paired``: a ``paced_job.PairedJobs``):
+    the 1-worker job ``one_label`` against the N-worker job ``two_label`` (2 workers, or more).
 
-    The efficiency is the paired ratio of the 2-worker job's per-worker round throughput over
+    The efficiency is the paired ratio of the N-worker job's per-worker round throughput over
     the 1-worker job's in the same pair (Hodges-Lehmann, Wilcoxon interval); it is stored as the
-    ``speedup`` of ``per_worker_2_vs_1_<network>`` with its interval and the claimed floor. The
+    ``speedup`` of ``per_worker_N_vs_1_<network>`` with its interval and the claimed floor. The
     claim fails when ``stats.decide(ratio, 1 - floor)`` says SLOWER: the estimate below the floor
     *and* the interval below 1 (the rule every paired ratio of the suite is judged by).
+    ``check_single=False``: the 1-worker job was already recorded (a group with several N).
     """
     one_job, two_job = paired.jobs[one_label], paired.jobs[two_label]
     one_result, two_result = paired.results[one_label][0], paired.results[two_label][0]
+    n = two_job.workers
     single = as_training_result(one_job, one_result, "single_worker")
-    pair = as_training_result(two_job, two_result, f"two_workers_{network}")
+    pair = as_training_result(two_job, two_result, f"{'two' if n == 2 else n}_workers_{network}")
     ratio = paired.ratio(two_label)
     floor = claim.min_efficiency.get(network)
-    dlperf.speedup(f"per_worker_2_vs_1_{network}", ratio, floor=floor)
-    dlperf.check(single, pair)
+    dlperf.speedup(f"per_worker_{n}_vs_1_{network}", ratio, floor=floor)
+    dlperf.check(*([single] if check_single else []), pair)
 
     base = statistics.median(paired.throughput[one_label])
     per_worker = [statistics.median(w["throughput"]) for w in two_result.workers]
     acc1, acc2 = one_result.workers[0]["accuracy"], two_result.workers[0]["accuracy"]
-    summary = (f"{network}, paired ({ratio.n} pairs of rounds): 1 worker {base:.1f} samples/s, 2 workers "
+    summary = (f"{network}, paired ({ratio.n} pairs of rounds): 1 worker {base:.1f} samples/s, {n} workers "
                f"{[round(p, 1) for p in per_worker]} samples/s each, efficiency {ratio.describe()}; "
                f"{_accuracy_text(acc1, acc2)}")
     print(summary)
