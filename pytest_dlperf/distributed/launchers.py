@@ -282,8 +282,20 @@ class NetnsLauncher:
         return unavailable_reason()
 
 
+class _HostfileSlots:
+    """Slot ``i`` of a remote launcher is the ``i``-th slot of its hostfile's hosts (``slots=N`` each)."""
+
+    hosts: Sequence[Host]
+
+    def address(self, slot: int) -> str:
+        return slot_hosts(self.hosts, slot + 1)[slot].address
+
+    def python(self, slot: int) -> str | None:
+        return slot_hosts(self.hosts, slot + 1)[slot].python
+
+
 @dataclass
-class SshLauncher:
+class SshLauncher(_HostfileSlots):
     """``ssh -tt host -- 'cd DIR && env K=V ... python ...'`` with every word shlex-quoted.
 
     ``-tt`` gives the remote command a terminal, so killing the local ssh client (the
@@ -302,12 +314,6 @@ class SshLauncher:
     name: str = "ssh"
     remote = True
 
-    def address(self, slot: int) -> str:
-        return slot_hosts(self.hosts, slot + 1)[slot].address
-
-    def python(self, slot: int) -> str | None:
-        return slot_hosts(self.hosts, slot + 1)[slot].python
-
     def argv(self, slot: int, command: Sequence[str], env: Mapping[str, str]) -> list[str]:
         host = slot_hosts(self.hosts, slot + 1)[slot]
         remote = shlex.join(["env", *_env_words(forwarded(env)), *command])
@@ -321,7 +327,7 @@ class SshLauncher:
 
 
 @dataclass
-class MpiLauncher:
+class MpiLauncher(_HostfileSlots):
     """One ``mpirun -np 1 --host H`` per rank (Open MPI); env set by ``env`` on the far side, no shell.
 
     A host with an ssh port is refused when the launcher is made: ``--host`` and
@@ -349,12 +355,6 @@ class MpiLauncher:
             "~/.ssh/config, or, if every host listens on that port, export OMPI_MCA_plm_rsh_args='-p {port}' "
             "(Open MPI 4) or PRTE_MCA_plm_ssh_args='-p {port}' (Open MPI 5) before running pytest",
         )
-
-    def address(self, slot: int) -> str:
-        return slot_hosts(self.hosts, slot + 1)[slot].address
-
-    def python(self, slot: int) -> str | None:
-        return slot_hosts(self.hosts, slot + 1)[slot].python
 
     def _agent(self, env: Mapping[str, str], session: str) -> list[str]:
         # the job's marker on the remote Open MPI daemon too, so a clean-up by marker finds it
@@ -398,7 +398,7 @@ class MpiLauncher:
 
 
 @dataclass
-class SlurmLauncher:
+class SlurmLauncher(_HostfileSlots):
     """One ``srun --nodes=1 --ntasks=1 --nodelist=H`` job step per rank, inside an allocation.
 
     ``srun`` starts ranks through the nodes' ``slurmd``, never ssh, so a port in the
@@ -420,12 +420,6 @@ class SlurmLauncher:
     def __post_init__(self) -> None:
         _refuse_ssh_ports(self.name, self.hosts, "srun starts ranks through slurmd, not ssh",
                           "remove the ':PORT' from the hostfile (Slurm's node names are enough)")
-
-    def address(self, slot: int) -> str:
-        return slot_hosts(self.hosts, slot + 1)[slot].address
-
-    def python(self, slot: int) -> str | None:
-        return slot_hosts(self.hosts, slot + 1)[slot].python
 
     def argv(self, slot: int, command: Sequence[str], env: Mapping[str, str]) -> list[str]:
         host = slot_hosts(self.hosts, slot + 1)[slot]
