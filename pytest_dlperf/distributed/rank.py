@@ -68,7 +68,9 @@ def take_own_core(config: Mapping[str, Any]) -> int | None:
     """With ``"core_per_rank": true``: pin this rank to the ``LOCAL_RANK``-th CPU it may use, so one
     worker and N workers on one host have the same resources per worker (a 1-worker job gets a core,
     not the machine). Called before the framework starts its thread pools. The engines' hosts pin
-    per host instead (``taskset`` around each host's sshd/slurmd). Returns the core, None when off."""
+    per host instead (``taskset`` around each host's sshd/slurmd). Hosts that share this machine's
+    CPUs without such pinning (the ``netns`` launcher's namespaces) all have a local rank 0 and would
+    share one core: give them CPUs of their own first. Returns the core, None when off."""
     if not config.get(CORE_PER_RANK):
         return None
     allowed = sorted(os.sched_getaffinity(0))
