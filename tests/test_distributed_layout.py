@@ -27,7 +27,7 @@ RANK_IMPORTS = ("pytest_dlperf.distributed.rank", "pytest_dlperf.measure", "pyte
 #: the summaries (median, Summary) that ``measure`` and ``result`` use inside every training process.
 PARENT_SIDE = tuple(f"pytest_dlperf.distributed.{m}" for m in (
     "job", "supervise", "rendezvous", "processes", "tagged", "remote", "launchers", "netns", "engines",
-    "network", "paced_job", "scaling", "results")) + tuple(f"pytest_dlperf.{m}" for m in (
+    "networks", "paced_job", "scaling", "results")) + tuple(f"pytest_dlperf.{m}" for m in (
     "paired", "verdict", "baselines", "session", "plugin", "fixtures", "settings", "markers", "report",
     "runner", "devicelock"))
 
@@ -84,3 +84,18 @@ def test_the_package_loads_its_parts_on_first_use():
     assert dist.run_job.__module__ == "pytest_dlperf.distributed.supervise"
     with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
         dist.no_such_name  # noqa: B018
+
+
+def test_no_exported_name_is_also_a_module_of_the_package():
+    """Importing a submodule sets the package attribute of its name: a function exported under the
+    same name (``network`` from ``network.py``) turned into the module once anything imported it."""
+    import importlib
+    import pkgutil
+
+    from pytest_dlperf import distributed as dist
+
+    modules = {m.name for m in pkgutil.iter_modules(dist.__path__)}
+    assert modules & set(dist.__all__) == set()
+    for name in sorted(modules):
+        importlib.import_module(f"pytest_dlperf.distributed.{name}")
+    assert callable(dist.network) and callable(dist.run_job)

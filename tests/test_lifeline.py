@@ -45,7 +45,8 @@ def test_paired_children_die_when_pytest_is_killed(tmp_path: Path) -> None:
                                 timeout=120.0, env={{"PYTHONPATH": {TESTS!r}, "FAKE_STEP_SECONDS": "30"}})
             return Variant(scenario, module="fake_paced_worker")
 
-        run_paired([variant("a"), variant("b")], pairs=4, processes=2, workdir=Path({str(tmp_path)!r}))
+        run_paired([variant("a"), variant("b")], pairs=4, processes=2, workdir=Path({str(tmp_path)!r}),
+                   build_one_at_a_time=False)  # all four warming up at once when the driver is killed
     """), encoding="utf-8")
     driver = subprocess.Popen([sys.executable, str(script)], env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     try:

@@ -9,7 +9,7 @@ Parent side (the pytest process):
   :mod:`.tagged` (one launch process carrying several ranks), :mod:`.processes` (finding and
   killing a job's processes), :mod:`.remote` (ranks on other hosts: probed before, reaped after).
 * :mod:`.launchers` (local, ssh, mpirun, srun, netns argv), :mod:`.netns` (network-namespace
-  hosts), :mod:`.engines` (sshd, Open MPI, Slurm on those hosts), :mod:`.network` (the
+  hosts), :mod:`.engines` (sshd, Open MPI, Slurm on those hosts), :mod:`.networks` (the
   ``loopback``/``netns``/``netns_limited`` networks a test runs on).
 * :mod:`.paced_job` (a 1- and a 2-worker job taking timed rounds in turn), :mod:`.scaling` (the
   scaling claims), :mod:`.results` (a job as a TrainingResult, parameter dumps compared).
@@ -36,7 +36,7 @@ _EXPORTS = {
     "supervise": ("run_job",),
     "tagged": ("TaggedLaunch", "launch_groups"),
     "remote": ("HostsNotReady", "RemotePorts", "reap_remote"),
-    "network": ("NETWORKS", "NetworkUnavailable", "network"),
+    "networks": ("NETWORKS", "NetworkUnavailable", "network"),
     "results": ("as_training_result", "max_param_difference", "param_bytes"),
     "scaling": ("scaling_efficiency",),
     "rank": ("PACED", "load_rank", "launch_index", "heartbeat", "write_rank_result", "maybe_fault", "dataset",
@@ -63,7 +63,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # what a type checker sees; at run time the names above load on first use
     from .job import (DEFAULT_TORCH_START, ENTRY_POINTS, MXNET_STARTS, PACKAGE_ROOT, TORCH_STARTS, Job, JobFailed,
                       JobResult, Rank, host_python, rank_host)
-    from .network import NETWORKS, NetworkUnavailable, network
+    from .networks import NETWORKS, NetworkUnavailable, network
     from .processes import exit_reason, job_processes, kill_groups, kill_marked
     from .protocol import CONFIG_ENV, HEARTBEAT, JOB_MARKER, RESULT_LINE, last_step, read_rank_result
     from .rank import (CORE_PER_RANK, PACED, RankPacer, dataset, heartbeat, launch_index, load_rank, maybe_fault,
