@@ -15,9 +15,9 @@ from pytest_dlperf.scenario import Scenario
 PRODUCE_SECONDS = 0.02
 
 
-def _producer_module() -> SimpleNamespace:
-    """A loader with an unbounded buffer filled by a thread, one batch per PRODUCE_SECONDS."""
-    buffer: queue.Queue[int] = queue.Queue()
+def _producer_module(capacity: int = 0) -> SimpleNamespace:
+    """A loader whose buffer (unbounded: 0) a thread fills, one batch per PRODUCE_SECONDS."""
+    buffer: queue.Queue[int] = queue.Queue(maxsize=capacity)
 
     def produce() -> None:
         n = 0
@@ -56,3 +56,19 @@ def test_draining_after_an_idle_spell_leaves_the_round_to_the_loaders_own_pace(m
     # Five fetches from an empty buffer wait for at least four new batches.
     assert drained >= 4 * PRODUCE_SECONDS * 0.9, (drained, loop.drained)
     assert undrained < drained / 2, (undrained, drained)
+
+
+def test_draining_stops_once_the_buffer_is_gone_however_long_the_idle_spell(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Drained for as long as it idled, two loader children alternating would each drain for as long
+    as the other drained, longer every pair."""
+    monkeypatch.setattr(loaders, "loader_module", lambda framework: _producer_module(capacity=3))
+    loop = loaders.LoaderLoop(Scenario(framework="torch", model="resnet18", batch_size=4))
+    _round_seconds(loop, 5)
+
+    time.sleep(1.0)  # 50 batches' time, but only 3 fit the buffer
+    start = time.perf_counter()
+    loop.drain_prefetched()
+    seconds = time.perf_counter() - start
+
+    assert loop.drained and loop.drained[-1] >= 3, loop.drained
+    assert seconds < loaders.LoaderLoop.MAX_DRAIN_SECONDS + 2 * PRODUCE_SECONDS, seconds

@@ -179,13 +179,15 @@ class LoaderLoop:
     Paired (the paired runner's ``--paced`` child), the loader keeps decoding while this child
     idles between its rounds, up to whatever its buffers hold (DataLoader's prefetch_factor x
     workers, tf.data's autotuned prefetch buffer, ImageRecordIter's prefetch buffer): batches no
-    timed round paid for. Before each timed round :meth:`drain_prefetched` takes out, untimed, as
-    many batches as the loader can have made while it idled, so the round starts from the
-    loader's steady state (consumer ahead of producer, buffers empty).
+    timed round paid for. Before each timed round :meth:`drain_prefetched` takes out, untimed, the
+    batches the loader can have made while it idled, for at most ``MAX_DRAIN_SECONDS``, so the round
+    starts from the loader's steady state (consumer ahead of producer, buffers empty).
     """
 
     synchronous = True
-    MAX_DRAIN = 4096
+    #: A buffered batch comes out in well under a millisecond, so this empties buffers of hundreds; past
+    #: that, each fetch waits for a new batch and drains nothing the idle spell made.
+    MAX_DRAIN_SECONDS = 0.25
 
     def __init__(self, scenario: Scenario):
         module = loader_module(scenario.framework)
@@ -209,11 +211,13 @@ class LoaderLoop:
         return 0.0
 
     def drain_prefetched(self) -> None:
-        """Fetch, untimed, the batches the loader could make since the last fetch.
+        """Fetch, untimed, the batches the loader could make since the last fetch, for at most
+        ``MAX_DRAIN_SECONDS``.
 
         Its steady-state time per batch (the median fetch, the consumer being ahead) bounds what it
-        made while idle; a smaller buffer only means some of these fetches wait for new batches.
-        Draining for as long as it idled bounds it too (all it made then, and since, is gone).
+        made while idle. The time bound keeps drains from feeding each other: drained for as long as
+        it idled, two loader children alternating would each drain for as long as the other drained,
+        longer every pair (measured: a 20-pair loader-vs-training comparison took 124 s, 4 pairs 20 s).
         (Timing each fetch to see when the buffer runs dry does not work: the first fetches after an
         idle spell are slow while threads wake, with dozens of tf.data or RecordIO batches queued.)"""
         if not self._fetch_seconds:
@@ -221,10 +225,10 @@ class LoaderLoop:
         start = time.perf_counter()
         idle = start - self._last_fetched
         per_batch = max(statistics.median(self._fetch_seconds), 1e-6)
-        count = min(self.MAX_DRAIN, math.ceil(idle / per_batch))
+        count = math.ceil(idle / per_batch)
+        limit = min(idle, self.MAX_DRAIN_SECONDS)
         done = 0
-        # Draining as long as it idled also reaches the steady state, whatever the median says.
-        while done < count and time.perf_counter() - start < idle:
+        while done < count and time.perf_counter() - start < limit:
             self._fetch()
             done += 1
         self.drained.append(done)
