@@ -27,7 +27,7 @@ from .baselines import Baseline
 from .junit import (HIGHER, MetricRecord, ReportError, TestRecord, direction_of, merge, metrics_by_key,
                     read_reports, test_outcomes)
 from .result import Metric
-from .stats import summarize
+from .summary import summarize
 from .units import readable, show
 from .verdict import IMPROVEMENT, OK, REGRESSION, tolerance_for
 from .verdict import compare as verdict_compare

@@ -27,7 +27,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 from .result import HIGHER, LOWER, Metric, metric_from
 from .scenario import Scenario
-from .stats import median
+from .summary import median
 
 
 #: What a paced child prints, as one line, after each timed round: the JSON of the round.
