@@ -27,7 +27,8 @@ RANK_IMPORTS = ("pytest_dlperf.distributed.rank", "pytest_dlperf.measure", "pyte
                 "pytest_dlperf.synthetic")
 #: What a training child and a loader child import (the worker imports its core by name).
 TRAINING_IMPORTS = ("pytest_dlperf.worker", "pytest_dlperf.measure")
-LOADER_IMPORTS = ("pytest_dlperf.loaders",)
+#: ``loaders.main`` imports the worker's error reporting and the measuring harness when it runs.
+LOADER_IMPORTS = ("pytest_dlperf.loaders", "pytest_dlperf.worker", "pytest_dlperf.measure")
 #: The parent's modules. The measuring side's statistics (median, Summary) are in ``summary``.
 PARENT_SIDE = tuple(f"pytest_dlperf.distributed.{m}" for m in (
     "job", "supervise", "rendezvous", "processes", "tagged", "remote", "launchers", "netns", "engines",
