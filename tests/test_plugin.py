@@ -124,6 +124,9 @@ def test_default_profile_follows_the_hardware(pytester: pytest.Pytester) -> None
     ("gpu(count=0)", "*gpu: count=0 must be a whole number >= 1*"),
     ("distributed(workers=2, launcher='pbs')", "*distributed: 'pbs' is not allowed; allowed values: local, ssh*"),
     ("tolerance(5)", "*tolerance: 5 must be a fraction between 0 and 1*"),
+    ("tolerance(throughput=2)", "*tolerance: throughput=2 must be a fraction between 0 and 1*"),
+    ("tolerance(througput=0.5)", "*tolerance: througput: not a judged metric; judged: throughput, *"),
+    ("tolerance()", "*tolerance: takes one fraction for every figure and/or metric=fraction keywords*"),
 ])
 def test_malformed_markers_are_usage_errors(pytester: pytest.Pytester, marker: str, message: str) -> None:
     pytester.makepyfile(f"import pytest\n@pytest.mark.{marker}\ndef test_x(): pass\n")
@@ -254,6 +257,21 @@ def test_improvement_is_reported_not_failed(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*throughput*improvement*", "*1 improvement.*",
                                  "Improvements beyond the tolerance: refresh with --update-baselines*"])
+
+
+@pytest.mark.framework("torch")
+def test_a_per_metric_tolerance_marker_loosens_that_metric_only(pytester: pytest.Pytester) -> None:
+    """``tolerance(throughput=0.6)``: a noisy speed figure need not loosen memory along with it."""
+    marked = TRAIN_TEST.replace('@pytest.mark.framework("torch")\n',
+                                '@pytest.mark.framework("torch")\n@pytest.mark.tolerance(throughput=0.6)\n')
+    assert marked != TRAIN_TEST
+    pytester.makepyfile(test_train=marked)
+    result = run(pytester, "--dlperf-tolerance=0.05", "--junitxml=report.xml")
+    result.assert_outcomes(passed=1)
+    (test,) = read_reports([pytester.path / "report.xml"])
+    tolerance = {m.metric: m.tolerance for m in test.metrics}
+    assert tolerance["throughput"] == pytest.approx(0.6)
+    assert tolerance["peak_host_memory"] == pytest.approx(0.10)  # the run's 5%, widened only by the memory floor
 
 
 @pytest.mark.parametrize("content, problem", [
