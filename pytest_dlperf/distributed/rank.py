@@ -183,7 +183,10 @@ class RankPacer:
 
     ``barrier``: the job's collective barrier (``torch.distributed.barrier``), None for a
     1-worker job. Rank 0 talks to the parent; every rank meets the others in the barrier.
+    No re-warm steps: a job's rounds split its epochs exactly (every step trains on its share).
     """
+
+    rewarms = False
 
     def __init__(self, rank: int, barrier: Callable[[], Any] | None):
         from ..measure import StdinPacer  # the worker's own protocol; the rank measures with ..measure anyway
