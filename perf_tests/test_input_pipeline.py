@@ -110,8 +110,9 @@ def _three_figures(dlperf, base, data_dir, workers, suffix=""):
 
 
 #: Loader + training on a small shared VM swings more than training alone (torch, quiet A/A runs on
-#: 2 cores: effective 183 then 108 img/s), so these figures are held at 50%: a halving still fails.
-@pytest.mark.tolerance(0.5)
+#: 2 cores: effective 183 then 108 img/s), so its speed figures are held at 50%: a halving still fails.
+#: Memory is held at the run's tolerance.
+@pytest.mark.tolerance(throughput=0.5, speedup=0.5)
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_loader_is_not_the_bottleneck(dlperf, framework, data_root, request):
     workers = loader_workers(dlperf.profile)
@@ -151,7 +152,7 @@ def test_loader_is_not_the_bottleneck(dlperf, framework, data_root, request):
         assert not verdict.data_bound, f"{framework} with {workers} loader workers: {verdict.explain()}"
 
 
-@pytest.mark.tolerance(0.5)
+@pytest.mark.tolerance(throughput=0.5)
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_data_bound_configuration_is_detected(dlperf, framework, data_root, request):
     base = _base(dlperf, framework)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from .result import Metric
-from .stats import summarize
+from .summary import summarize
 
 FORMAT = 1
 

@@ -27,8 +27,8 @@ from .baselines import Baseline
 from .junit import (HIGHER, MetricRecord, ReportError, TestRecord, direction_of, merge, metrics_by_key,
                     read_reports, test_outcomes)
 from .result import Metric
-from .stats import summarize
-from .units import readable, show
+from .summary import summarize
+from .units import count, readable, show
 from .verdict import IMPROVEMENT, OK, REGRESSION, tolerance_for
 from .verdict import compare as verdict_compare
 
@@ -84,11 +84,11 @@ def summary_markdown(tests: Sequence[TestRecord]) -> str:
     metrics = [m for t in tests for m in t.metrics]
     verdicts = Counter(m.verdict for m in metrics if m.verdict)
     lines = ["## dlperf results", ""]
-    lines.append(f"**{len(per_test)} tests**: " + ", ".join(
+    lines.append(f"**{count(len(per_test), 'test')}**: " + ", ".join(
         f"{outcomes[k]} {k}" for k in ("passed", "failed", "error", "skipped") if outcomes[k] or k == "passed"))
-    lines.append(f"**{len(metrics)} metrics**: {verdicts['regression']} regressions, "
-                 f"{verdicts['improvement']} improvements, {verdicts['missing']} missing baselines"
-                 + (f", {verdicts['updated']} baselines updated" if verdicts["updated"] else "")
+    lines.append(f"**{count(len(metrics), 'metric')}**: {count(verdicts['regression'], 'regression')}, "
+                 f"{count(verdicts['improvement'], 'improvement')}, {count(verdicts['missing'], 'missing baseline')}"
+                 + (f", {count(verdicts['updated'], 'baseline')} updated" if verdicts["updated"] else "")
                  + f", {verdicts['ok']} ok, {len(metrics) - sum(verdicts.values())} recorded only")
     lines.append("")
     failing = [t for t in tests if t.outcome in ("failed", "error")]
@@ -267,7 +267,7 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
         print(line, file=out)
     judged = counts[WORSE] + counts[BETTER] + counts[SAME]
     print("", file=out)
-    print(f"{judged} metrics compared (tolerance {args.threshold:.1%}, the tests' rule): {counts[WORSE]} worse, "
+    print(f"{count(judged, 'metric')} compared (tolerance {args.threshold:.1%}, the tests' rule): {counts[WORSE]} worse, "
           f"{counts[BETTER]} better, {counts[SAME]} within the tolerance; "
           f"{counts[UNJUDGED]} not judged, {counts[RECORDED]} recorded only (not judged by the tests either), "
           f"{counts['only in OLD']} only in {args.old}, "

@@ -16,7 +16,10 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Sequence
+
+from .scenario import INSTALL_HINTS
 
 #: Environment variables that change how training runs; recorded with every figure.
 RECORDED_ENV_PREFIXES = ("OMP_", "KMP_", "MKL_", "DNNL_", "ONEDNN_", "ATEN_", "TF_", "MXNET_", "CUDA_", "NCCL_",
@@ -262,3 +265,42 @@ def host_record() -> dict[str, Any]:
         record["gpu_driver"] = found[0].driver
         record["gpu_memory_mib"] = found[0].memory_mib
     return record
+
+
+# --- the OpenMP runtime: which one a framework ships, which one a process loaded --------------
+
+#: Library file prefixes of the OpenMP runtimes a framework wheel may ship or load.
+OPENMP_LIBRARIES = {"intel": "libiomp5", "llvm": "libomp", "gnu": "libgomp"}
+
+
+def _runtime_in(names: Sequence[str]) -> str | None:
+    for runtime, prefix in OPENMP_LIBRARIES.items():
+        if any(Path(n).name.startswith(prefix) for n in names):
+            return runtime
+    return None
+
+
+def openmp_runtime_of(framework: str) -> str:
+    """The OpenMP runtime a framework's installed package ships ("intel", "llvm", "gnu", "unknown").
+
+    Looks at the package's files (and the ``<package>.libs`` folder auditwheel
+    makes) without importing it, so the parent can choose settings before the child starts.
+    """
+    module = INSTALL_HINTS[framework][0]
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        return "unknown"
+    package = Path(next(iter(spec.submodule_search_locations)))
+    folders = [package, package / "lib", package.parent / f"{module}.libs"]
+    names = [p.name for folder in folders if folder.is_dir() for p in folder.iterdir()]
+    return _runtime_in(names) or "unknown"
+
+
+def loaded_openmp_runtime() -> str:
+    """The OpenMP runtime mapped into this process right now (Linux), for the result's record."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as fh:
+            names = [line.split()[-1] for line in fh if ".so" in line]
+    except OSError:
+        return "unknown"
+    return _runtime_in(names) or "none loaded"

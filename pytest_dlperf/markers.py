@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import importlib.util
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 import pytest
 
 from .environment import gpus
 from .scenario import FRAMEWORKS, INSTALL_HINTS, PRECISIONS
+from .verdict import CHECKED_METRICS
 
 LAUNCHERS = ("local", "ssh", "mpi", "slurm", "netns")
 
@@ -22,7 +24,8 @@ MARKERS = {
                    "gives the test; launcher one of " + ", ".join(LAUNCHERS) + " (None: --dlperf-launcher); "
                    "rate (netns only) limits each host's link, e.g. '1gbit'",
     "slow": "slow: takes minutes even in the smoke profile",
-    "tolerance": "tolerance(fraction): this test's regression tolerance, e.g. tolerance(0.15)",
+    "tolerance": "tolerance(fraction=None, **per_metric): how loosely this test's figures are at least held, "
+                 "e.g. tolerance(0.15) for all, tolerance(throughput=0.5, speedup=0.5) for those metrics only",
 }
 
 
@@ -91,14 +94,38 @@ def _needs_fixture(item: pytest.Item, mark: Any) -> None:
                                  f"{mark.name!r} argument to the test, or remove the marker")
 
 
-def tolerance_of(item: pytest.Item) -> float | None:
+@dataclass(frozen=True)
+class MarkedTolerance:
+    """A ``tolerance`` marker: one fraction for every figure of the test, and/or one per metric name
+    (a noisy throughput need not loosen memory and accuracy along with it)."""
+
+    every: float | None = None
+    per_metric: Mapping[str, float] = field(default_factory=dict)
+
+    def for_metric(self, name: str) -> float | None:
+        return self.per_metric.get(name, self.every)
+
+
+def _fraction(item: pytest.Item, mark: Any, value: Any, what: str = "") -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < 1:
+        raise _usage(item, mark, f"{what}{value!r} must be a fraction between 0 and 1")
+    return float(value)
+
+
+def tolerance_of(item: pytest.Item) -> MarkedTolerance:
+    """The test's ``tolerance`` marker: ``tolerance(0.15)``, ``tolerance(throughput=0.5)``, or both."""
     mark = item.get_closest_marker("tolerance")
     if mark is None:
-        return None
-    value = mark.args[0] if len(mark.args) == 1 and not mark.kwargs else mark.kwargs.get("value")
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < 1:
-        raise _usage(item, mark, f"{value!r} must be a fraction between 0 and 1")
-    return float(value)
+        return MarkedTolerance()
+    if len(mark.args) > 1 or (not mark.args and not mark.kwargs):
+        raise _usage(item, mark, "takes one fraction for every figure and/or metric=fraction keywords, "
+                                 "e.g. tolerance(0.15) or tolerance(throughput=0.5)")
+    unknown = sorted(set(mark.kwargs) - set(CHECKED_METRICS))
+    if unknown:
+        raise _usage(item, mark, f"{', '.join(unknown)}: not a judged metric; judged: {', '.join(CHECKED_METRICS)}")
+    every = _fraction(item, mark, mark.args[0]) if mark.args else None
+    return MarkedTolerance(every, {name: _fraction(item, mark, value, f"{name}=")
+                                   for name, value in mark.kwargs.items()})
 
 
 def effective_tolerance(run: float, marker: float | None = None, explicit: float | None = None) -> float:

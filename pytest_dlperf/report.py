@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from .baselines import BaselineStore
-from .units import readable
+from .units import count, readable
 from .stats import FASTER, SAME, SLOWER, PairedRatio
 from .verdict import IMPROVEMENT, MISSING, REGRESSION, UPDATED, Verdict
 
@@ -42,12 +42,12 @@ def table(verdicts: Iterable[Verdict]) -> list[str]:
 def counts_line(verdicts: list[Verdict], written: list[Path], unused: Sequence[str] = ()) -> str:
     c = Counter(v.status for v in verdicts)
     compared = len(verdicts) - c[MISSING] - c[UPDATED]
-    parts = [f"{compared} metrics compared with baselines", f"{c[REGRESSION]} regressions",
-             f"{c[IMPROVEMENT]} improvements", f"{c[MISSING]} missing baselines"]
+    parts = [f"{count(compared, 'metric')} compared with baselines", count(c[REGRESSION], "regression"),
+             count(c[IMPROVEMENT], "improvement"), count(c[MISSING], "missing baseline")]
     if unused:
-        parts.append(f"{len(unused)} unused baselines")
+        parts.append(count(len(unused), "unused baseline"))
     if c[UPDATED]:
-        parts.append(f"{c[UPDATED]} baselines written to {', '.join(str(p) for p in written) or '(nothing)'}")
+        parts.append(f"{count(c[UPDATED], 'baseline')} written to {', '.join(str(p) for p in written) or '(nothing)'}")
     return ". ".join(parts) + "."
 
 
@@ -56,8 +56,8 @@ def header_lines(store: BaselineStore, hardware_keys: Sequence[str], profile: st
     lines = []
     for hw in hardware_keys:
         path = store.path(hw)
-        count = len(store.keys(hw, profile))
-        held = (f"{count} {profile} entr{'y' if count == 1 else 'ies'}" if count else
+        entries = len(store.keys(hw, profile))
+        held = (count(entries, f"{profile} entry", f"{profile} entries") if entries else
                 f"no {profile} entries yet: record them with pytest --update-baselines")
         lines.append(f"dlperf: hardware {hw}, compared with {path} ({held})")
     return lines
@@ -101,6 +101,6 @@ def ab_lines(outcomes: Sequence[tuple[str, str, PairedRatio, str]], reference: s
     c = Counter(decision for *_, decision in outcomes)
     return ([f"reference interpreter: {reference}", fmt.format(*header), fmt.format(*("-" * w for w in widths))]
             + [fmt.format(*row) for row in body]
-            + ["", f"{len(outcomes)} scenario{'s' if len(outcomes) != 1 else ''} compared with the reference "
+            + ["", f"{count(len(outcomes), 'scenario')} compared with the reference "
                    f"(threshold {threshold:.0%}): "
                    f"{c[SLOWER]} slower. {c[FASTER]} faster. {c[SAME]} same."])

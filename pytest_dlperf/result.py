@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from .scenario import Scenario
-from .stats import Summary, median, summarize
+from .summary import Summary, median, summarize
 
 HIGHER = "higher"
 LOWER = "lower"

@@ -22,14 +22,12 @@ from .runner import ScenarioFailed, run_scenario
 from .scenario import Scenario, ScenarioError
 from .settings import Settings
 from .stats import SLOWER, PairedRatio, decide
-from .verdict import MISSING, REGRESSION, UPDATED, Verdict, compare, failure_message, tolerance_for
+from .verdict import (CHECKED_METRICS, MISSING, REGRESSION, UPDATED, Verdict, compare, failure_message,
+                      tolerance_for)
 
 #: Metrics compared with baselines. The rest are recorded (JUnit, baselines on update) but not judged:
 #: achieved TFLOP/s is a multiple of throughput, and step time its reciprocal per step; judging them too
 #: would report one change two or three times and double the chance of a false alarm.
-CHECKED_METRICS = ("throughput", "peak_host_memory", "peak_device_memory", "accuracy_top1",
-                   "accuracy_top5", "scaling_efficiency", "speedup", "compile_time", "compile_time_total",
-                   "graph_breaks", "recompilations")
 SOFTWARE_KEYS = ("framework", "framework_version", "python", "cuda_version", "cudnn_version", "gpu_driver")
 
 
@@ -333,7 +331,7 @@ class DlperfRun:
         With ``--update-baselines`` the figures are staged for writing instead.
         """
         settings = self._session.settings
-        tol = markers.effective_tolerance(settings.tolerance, markers.tolerance_of(self._item), tolerance)
+        marked = markers.tolerance_of(self._item)
         nodeid = self._item.nodeid
         for result in results:  # e.g. a distributed job's: every judged figure is in the report with its value
             if not any(result is seen for seen in self._results):
@@ -350,6 +348,7 @@ class DlperfRun:
             hw = result.environment.get("hardware_key", "unknown")
             key = entry_key(nodeid, label, self.profile)
             software = software_of(result)
+            tol = markers.effective_tolerance(settings.tolerance, marked.for_metric(metric.name), tolerance)
             if settings.update:
                 self._session.store.stage(hw, _hardware_record(result), key, metric, software)
                 verdict = Verdict(nodeid, label, metric.name, metric.unit, metric.direction, metric.value,

@@ -10,25 +10,20 @@ framework starts and is recorded with the result.
 The values follow the machine: thread counts from its physical cores, the
 ``KMP_*`` variables only where the framework really loads Intel's OpenMP (GNU
 libgomp ignores them; the standard ``OMP_PROC_BIND``/``OMP_PLACES`` and
-``OMP_WAIT_POLICY`` say the same thing to any runtime). Topology comes from
-:mod:`pytest_dlperf.environment`; nothing here imports a framework.
+``OMP_WAIT_POLICY`` say the same thing to any runtime). Topology and the OpenMP runtime come
+from :mod:`pytest_dlperf.environment`; nothing here imports a framework.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .environment import numa_nodes, physical_cores, usable_cpus
-from .scenario import INSTALL_HINTS, Scenario
+from .environment import numa_nodes, openmp_runtime_of, physical_cores, usable_cpus
+from .scenario import Scenario
 from .stats import FASTER, SAME, SLOWER, PairedRatio, decide
-
-#: Library file prefixes of the OpenMP runtimes a framework wheel may ship or load.
-OPENMP_LIBRARIES = {"intel": "libiomp5", "llvm": "libomp", "gnu": "libgomp"}
 
 
 class SlowdownWarning(UserWarning):
@@ -52,39 +47,6 @@ class Topology:
 
 def topology() -> Topology:
     return Topology(usable_cpus(), physical_cores(), numa_nodes())
-
-
-def _runtime_in(names: Sequence[str]) -> str | None:
-    for runtime, prefix in OPENMP_LIBRARIES.items():
-        if any(Path(n).name.startswith(prefix) for n in names):
-            return runtime
-    return None
-
-
-def openmp_runtime_of(framework: str) -> str:
-    """The OpenMP runtime a framework's installed package ships ("intel", "llvm", "gnu", "unknown").
-
-    Looks at the package's files (and the ``<package>.libs`` folder auditwheel
-    makes) without importing it, so the parent can choose settings before the child starts.
-    """
-    module = INSTALL_HINTS[framework][0]
-    spec = importlib.util.find_spec(module)
-    if spec is None or not spec.submodule_search_locations:
-        return "unknown"
-    package = Path(next(iter(spec.submodule_search_locations)))
-    folders = [package, package / "lib", package.parent / f"{module}.libs"]
-    names = [p.name for folder in folders if folder.is_dir() for p in folder.iterdir()]
-    return _runtime_in(names) or "unknown"
-
-
-def loaded_openmp_runtime() -> str:
-    """The OpenMP runtime mapped into this process right now (Linux), for the result's record."""
-    try:
-        with open("/proc/self/maps", encoding="utf-8") as fh:
-            names = [line.split()[-1] for line in fh if ".so" in line]
-    except OSError:
-        return "unknown"
-    return _runtime_in(names) or "none loaded"
 
 
 def numactl_unavailable() -> str | None:

@@ -1,4 +1,4 @@
-"""Figures in units a person reads: memory in MiB/GiB, image throughput in img/s.
+"""Figures in units a person reads: memory in MiB/GiB, image throughput in img/s; counts with their noun.
 
 Reports and baselines keep the measured units (bytes, samples/s: exact, and what the
 baselines compare); these only format a value for the terminal and the summaries.
@@ -27,3 +27,8 @@ def show(value: float, unit: str, digits: int = 4) -> str:
     scaled, name = readable(value, unit)
     return f"{scaled:.{digits}g} {name}".rstrip()
 
+
+
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """A count as it is read: ``1 regression``, ``3 regressions``, ``1 entry``/``2 entries`` (``plural``)."""
+    return f"{n} {noun if n == 1 else (plural or noun + 's')}"

@@ -23,6 +23,10 @@ from .baselines import Baseline
 from .result import HIGHER, Metric
 from .stats import mann_whitney_p, median_standard_error
 
+#: The figures a test's ``dlperf.check`` judges against the baselines (the others are recorded only).
+CHECKED_METRICS = ("throughput", "peak_host_memory", "peak_device_memory", "accuracy_top1",
+                   "accuracy_top5", "scaling_efficiency", "speedup", "compile_time", "compile_time_total",
+                   "graph_breaks", "recompilations")
 OK, REGRESSION, IMPROVEMENT, MISSING, UPDATED = "ok", "regression", "improvement", "missing", "updated"
 #: The unit of event counts, compared exactly.
 COUNT = "count"

@@ -19,10 +19,10 @@ class SleepingLoop:
     samples_per_step = 8
     synchronous = True
 
-    def __init__(self, steps_per_round: int, warmup: int) -> None:
+    def __init__(self, steps_per_round: int, warmup: int, rewarm: int) -> None:
         self.step_seconds = float(os.environ.get("FAKE_STEP_SECONDS", "0.002"))
         self.fail = os.environ.get("FAKE_FAIL", "")
-        self.fail_step = warmup + (int(os.environ.get("FAKE_FAIL_ROUND", "2")) - 1) * steps_per_round
+        self.fail_step = warmup + rewarm + (int(os.environ.get("FAKE_FAIL_ROUND", "2")) - 1) * steps_per_round
         self.steps = 0
 
     def step(self) -> float:
@@ -43,9 +43,11 @@ class SleepingLoop:
 
 
 def train(scenario, progress):  # type: ignore[no-untyped-def]
-    from pytest_dlperf.measure import measure
+    from pytest_dlperf.measure import measure, rewarm_steps
 
-    metrics, losses, details = measure(SleepingLoop(scenario.steps_per_round, scenario.warmup_steps), scenario, progress)
+    rewarm = rewarm_steps(scenario) if "--paced" in sys.argv else 0  # untimed steps before the first timed round
+    loop = SleepingLoop(scenario.steps_per_round, scenario.warmup_steps, rewarm)
+    metrics, losses, details = measure(loop, scenario, progress)
     return metrics, losses, details, {"framework": "fake", "framework_version": "0"}
 
 

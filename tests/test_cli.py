@@ -132,7 +132,7 @@ def test_summary_counts_verdicts_and_quotes_each_failure_first_line(tmp_path, ca
     code, out, _ = run(capsys, "summary", str(cpu), str(other))
     assert code == 0
     assert "**3 tests**: 1 passed, 1 failed, 1 skipped" in out
-    assert "1 regressions, 1 improvements, 3 missing baselines" in out
+    assert "1 regression, 1 improvement, 3 missing baselines" in out
     assert f"- `perf_tests/test_fake.py::test_amp[resnet18]`: {first}" in out
     assert "traceback..." not in out
     assert "record them with the *update baselines* workflow" in out
@@ -271,7 +271,7 @@ def test_compare_uses_the_tests_rule_on_the_samples_noise_widens_the_tolerance(t
 def test_compare_gives_the_same_verdict_as_the_tests(tmp_path, capsys):
     from pytest_dlperf.baselines import Baseline
     from pytest_dlperf.result import metric_from
-    from pytest_dlperf.stats import summarize
+    from pytest_dlperf.summary import summarize
     from pytest_dlperf.verdict import compare
 
     old, new = [100, 102, 98, 101, 99, 100], [93, 95, 94, 96, 92, 94]
@@ -456,7 +456,7 @@ def test_a_report_written_by_pytest_is_summarised_and_compared(pytester, tmp_pat
     code, out, _ = run(capsys, "summary", str(report))
     assert code == 0, _
     assert "**2 tests**: 1 passed, 1 failed" in out
-    assert "1 regressions, 1 improvements, 0 missing baselines" in out
+    assert "1 regression, 1 improvement, 0 missing baselines" in out
     assert "| fp32 | throughput | 80 ± 1 | img/s | 100 | -20.0% | 🔴 regression |" in out
     assert ("- `test_fake_perf.py::test_fake_throughput[80.0]`: AssertionError: regression: fp32 throughput "
             "80 samples/s vs baseline 100 (-20.0%)") in out

@@ -124,6 +124,9 @@ def test_default_profile_follows_the_hardware(pytester: pytest.Pytester) -> None
     ("gpu(count=0)", "*gpu: count=0 must be a whole number >= 1*"),
     ("distributed(workers=2, launcher='pbs')", "*distributed: 'pbs' is not allowed; allowed values: local, ssh*"),
     ("tolerance(5)", "*tolerance: 5 must be a fraction between 0 and 1*"),
+    ("tolerance(throughput=2)", "*tolerance: throughput=2 must be a fraction between 0 and 1*"),
+    ("tolerance(througput=0.5)", "*tolerance: througput: not a judged metric; judged: throughput, *"),
+    ("tolerance()", "*tolerance: takes one fraction for every figure and/or metric=fraction keywords*"),
 ])
 def test_malformed_markers_are_usage_errors(pytester: pytest.Pytester, marker: str, message: str) -> None:
     pytester.makepyfile(f"import pytest\n@pytest.mark.{marker}\ndef test_x(): pass\n")
@@ -223,7 +226,7 @@ def test_update_then_compare_round_trip(pytester: pytest.Pytester) -> None:
     # Compared now (the verdict itself depends on this machine's noise; tests below force one).
     result = run(pytester)
     result.stdout.fnmatch_lines(["test_train::fp32*throughput*img/s*[0-9]*%*",
-                                 "2 metrics compared with baselines.*0 missing baselines. 1 unused baselines."])
+                                 "2 metrics compared with baselines.*0 missing baselines. 1 unused baseline."])
 
 
 @pytest.mark.framework("torch")
@@ -252,8 +255,23 @@ def test_improvement_is_reported_not_failed(pytester: pytest.Pytester) -> None:
     write_baseline(pytester, {"test_train.py::test_train::fp32@smoke": {"throughput": record(1e-3)}})
     result = run(pytester)
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*throughput*improvement*", "*1 improvements*",
+    result.stdout.fnmatch_lines(["*throughput*improvement*", "*1 improvement.*",
                                  "Improvements beyond the tolerance: refresh with --update-baselines*"])
+
+
+@pytest.mark.framework("torch")
+def test_a_per_metric_tolerance_marker_loosens_that_metric_only(pytester: pytest.Pytester) -> None:
+    """``tolerance(throughput=0.6)``: a noisy speed figure need not loosen memory along with it."""
+    marked = TRAIN_TEST.replace('@pytest.mark.framework("torch")\n',
+                                '@pytest.mark.framework("torch")\n@pytest.mark.tolerance(throughput=0.6)\n')
+    assert marked != TRAIN_TEST
+    pytester.makepyfile(test_train=marked)
+    result = run(pytester, "--dlperf-tolerance=0.05", "--junitxml=report.xml")
+    result.assert_outcomes(passed=1)
+    (test,) = read_reports([pytester.path / "report.xml"])
+    tolerance = {m.metric: m.tolerance for m in test.metrics}
+    assert tolerance["throughput"] == pytest.approx(0.6)
+    assert tolerance["peak_host_memory"] == pytest.approx(0.10)  # the run's 5%, widened only by the memory floor
 
 
 @pytest.mark.parametrize("content, problem", [
@@ -365,10 +383,10 @@ def test_unused_baselines_are_counted_on_unfiltered_runs_only(pytester: pytest.P
     write_baseline(pytester, {"test_gone.py::test_removed::fp32@smoke": {"throughput": record(5.0)},
                               "test_gone.py::test_removed::fp32@full": {"throughput": record(5.0)}})
     result = run(pytester)
-    result.stdout.fnmatch_lines(["*1 unused baselines*",
+    result.stdout.fnmatch_lines(["*1 unused baseline.*",
                                  "Baselines of tests that no longer exist *: test_gone.py::test_removed::fp32@smoke"])
     result = run(pytester, "-k", "train")
-    assert "unused baselines" not in result.stdout.str()
+    assert "unused baseline" not in result.stdout.str()
 
 
 def test_cpu_scenario_waits_for_another_run_on_the_same_cpus(pytester: pytest.Pytester,

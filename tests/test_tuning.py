@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_dlperf import tuning
+from pytest_dlperf import environment, tuning
 from pytest_dlperf.scenario import Scenario
 from pytest_dlperf.stats import paired_ratio
 
@@ -86,9 +86,9 @@ def test_settle_pause_only_for_intel_openmp(monkeypatch: pytest.MonkeyPatch):
 
 
 def test_runtime_detection_and_machine_facts():
-    assert tuning._runtime_in(["/x/libiomp5.so", "/x/libgomp.so.1"]) == "intel"
-    assert tuning._runtime_in(["/usr/lib/libgomp-a34b3233.so.1"]) == "gnu"
-    assert tuning._runtime_in(["libc.so.6"]) is None
+    assert environment._runtime_in(["/x/libiomp5.so", "/x/libgomp.so.1"]) == "intel"
+    assert environment._runtime_in(["/usr/lib/libgomp-a34b3233.so.1"]) == "gnu"
+    assert environment._runtime_in(["libc.so.6"]) is None
     topo = tuning.topology()
     assert topo.usable_cpus >= topo.physical_cores >= 1 and topo.numa_nodes >= 1
 
@@ -103,13 +103,13 @@ def test_openmp_runtime_of_a_package_is_read_from_its_files(tmp_path, monkeypatc
     (package / "__init__.py").write_text("")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "mxnet", raising=False)
-    assert tuning.openmp_runtime_of("mxnet") == "unknown"
+    assert environment.openmp_runtime_of("mxnet") == "unknown"
     (package / "libgomp-a34b3233.so.1").write_bytes(b"")
-    assert tuning.openmp_runtime_of("mxnet") == "gnu"
+    assert environment.openmp_runtime_of("mxnet") == "gnu"
     (package / "libgomp-a34b3233.so.1").unlink()
     (tmp_path / "mxnet.libs").mkdir()
     (tmp_path / "mxnet.libs" / "libiomp5.so").write_bytes(b"")
-    assert tuning.openmp_runtime_of("mxnet") == "intel"
+    assert environment.openmp_runtime_of("mxnet") == "intel"
 
 
 def test_loaded_openmp_runtime_is_the_library_mapped_into_the_process():
@@ -121,7 +121,7 @@ def test_loaded_openmp_runtime_is_the_library_mapped_into_the_process():
     name = ctypes.util.find_library("gomp")
     if name is None:
         pytest.skip("libgomp is not installed (apt-get install libgomp1)")
-    code = ("import ctypes, sys; {load}from pytest_dlperf import tuning; print(tuning.loaded_openmp_runtime())")
+    code = ("import ctypes, sys; {load}from pytest_dlperf import environment; print(environment.loaded_openmp_runtime())")
     run = lambda load: subprocess.run([sys.executable, "-c", code.format(load=load)], capture_output=True,
                                       text=True, check=True).stdout.strip()
     assert run(f"ctypes.CDLL({name!r}); ") == "gnu"

@@ -24,9 +24,9 @@ from typing import Any, Iterator, Sequence
 import torch
 import torchvision
 
+from ..environment import loaded_openmp_runtime
 from ..scenario import Scenario, ScenarioError
 from ..synthetic import batches as synthetic_batches
-from ..tuning import loaded_openmp_runtime
 
 #: Distinct synthetic batches cycled through (enough to defeat caching, small on the device).
 SYNTHETIC_POOL = 4

@@ -18,7 +18,7 @@ Rank side (the training processes): :mod:`.rank` (config, launch index, heartbea
 data, pacer) and :mod:`.protocol` (what both sides agree on). A rank imports
 ``pytest_dlperf.distributed.rank``, which runs this file first: so the names below are loaded
 on first use (``dist.run_job`` imports :mod:`.supervise` then), and a rank pays for none of the
-parent's modules (``tests/test_distributed_layout.py`` holds that).
+parent's modules (``tests/test_child_imports.py`` holds that).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Imported by the per-framework entry points (``cores/torch_ddp.py``, ``cores/tf_m
 ``cores/mxnet_dist.py``) in the rank process. It imports only the standard library and
 :mod:`.protocol` (numpy, the synthetic data and the scenario when a helper needs them): a rank
 never loads the parent's orchestration (supervise, remote, launchers, netns) or judging code
-(``tests/test_distributed_layout.py`` holds that).
+(``tests/test_child_imports.py`` holds that).
 
 A paced job's rank (config ``"paced": true``) installs :class:`RankPacer`: rank 0 waits for the
 parent's ``go`` on its stdin before each timed round and reports the round on its stdout (the
@@ -183,7 +183,10 @@ class RankPacer:
 
     ``barrier``: the job's collective barrier (``torch.distributed.barrier``), None for a
     1-worker job. Rank 0 talks to the parent; every rank meets the others in the barrier.
+    No re-warm steps: a job's rounds split its epochs exactly (every step trains on its share).
     """
+
+    rewarms = False
 
     def __init__(self, rank: int, barrier: Callable[[], Any] | None):
         from ..measure import StdinPacer  # the worker's own protocol; the rank measures with ..measure anyway

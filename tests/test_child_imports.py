@@ -1,10 +1,12 @@
-"""The distributed package's layout holds: a rank process never loads the parent's code.
+"""What runs in a measuring process loads none of the parent's code.
 
-A rank imports its framework's entry point (``cores/torch_ddp.py``, ``tf_mwms.py``,
-``mxnet_dist.py``), which imports :mod:`pytest_dlperf.distributed.rank`, and then, to time its
-rounds, :mod:`pytest_dlperf.measure`. None of that may pull in the parent's orchestration
-(supervise, remote, launchers, netns hosts, engines), its judging (verdicts, baselines, the
-scaling claims) or the pytest side. Each check runs in a fresh interpreter, as a rank does.
+A training child (``python -m pytest_dlperf.worker``) imports the worker, its framework's core and
+the measuring modules; a loader child, :mod:`pytest_dlperf.loaders`; a rank, its framework's entry
+point (``cores/torch_ddp.py``, ``tf_mwms.py``, ``mxnet_dist.py``), which imports
+:mod:`pytest_dlperf.distributed.rank`, and :mod:`pytest_dlperf.measure` to time its rounds. None of
+that may pull in the parent's orchestration (supervise, remote, launchers, netns hosts, engines,
+the paired runner), its judging (statistics, verdicts, baselines, the scaling and tuning claims)
+or the pytest side. Each check runs in a fresh interpreter, as a child does.
 """
 
 from __future__ import annotations
@@ -23,14 +25,19 @@ REPO = Path(__file__).resolve().parents[1]
 #: What a rank process imports: the rank side, and the measuring modules it uses to time its rounds.
 RANK_IMPORTS = ("pytest_dlperf.distributed.rank", "pytest_dlperf.measure", "pytest_dlperf.scenario",
                 "pytest_dlperf.synthetic")
-#: The parent's modules. ``pytest_dlperf.stats`` is not among them: besides the judging tests it holds
-#: the summaries (median, Summary) that ``measure`` and ``result`` use inside every training process.
+#: What a training child and a loader child import (the worker imports its core by name).
+TRAINING_IMPORTS = ("pytest_dlperf.worker", "pytest_dlperf.measure")
+#: ``loaders.main`` imports the worker's error reporting and the measuring harness when it runs.
+LOADER_IMPORTS = ("pytest_dlperf.loaders", "pytest_dlperf.worker", "pytest_dlperf.measure")
+#: The parent's modules. The measuring side's statistics (median, Summary) are in ``summary``.
 PARENT_SIDE = tuple(f"pytest_dlperf.distributed.{m}" for m in (
     "job", "supervise", "rendezvous", "processes", "tagged", "remote", "launchers", "netns", "engines",
     "networks", "paced_job", "scaling", "results")) + tuple(f"pytest_dlperf.{m}" for m in (
     "paired", "verdict", "baselines", "session", "plugin", "fixtures", "settings", "markers", "report",
-    "runner", "devicelock"))
+    "runner", "devicelock", "stats", "tuning"))
 
+TRAINING_CORES = {"torch": "pytest_dlperf.cores.torch_core", "tensorflow": "pytest_dlperf.cores.tf_core",
+                  "mxnet": "pytest_dlperf.cores.mxnet_core"}
 CORES = {"torch": "pytest_dlperf.cores.torch_ddp", "tensorflow": "pytest_dlperf.cores.tf_mwms",
          "mxnet": "pytest_dlperf.cores.mxnet_dist"}
 
@@ -71,6 +78,22 @@ def test_a_frameworks_rank_entry_point_loads_none_of_the_parents_modules(framewo
     loaded = loaded_by(CORES[framework], *RANK_IMPORTS)
     assert CORES[framework] in loaded
     assert _parent_modules(loaded) == [], f"{CORES[framework]} would load the parent's {_parent_modules(loaded)}"
+
+
+@pytest.mark.parametrize("framework", sorted(TRAINING_CORES))
+def test_a_training_child_loads_none_of_the_parents_modules(framework):
+    package = {"tensorflow": "tensorflow"}.get(framework, framework)
+    if importlib.util.find_spec(package) is None:
+        pytest.skip(f"{package} is not installed in this environment")
+    loaded = loaded_by(*TRAINING_IMPORTS, TRAINING_CORES[framework])
+    assert TRAINING_CORES[framework] in loaded and "pytest_dlperf.summary" in loaded
+    assert _parent_modules(loaded) == [], f"a training child would load the parent's {_parent_modules(loaded)}"
+
+
+def test_a_loader_child_loads_none_of_the_parents_modules():
+    loaded = loaded_by(*LOADER_IMPORTS)
+    assert "pytest_dlperf.loaders" in loaded
+    assert _parent_modules(loaded) == [], f"a loader child would load the parent's {_parent_modules(loaded)}"
 
 
 def test_the_package_loads_its_parts_on_first_use():
