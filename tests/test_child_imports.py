@@ -70,24 +70,16 @@ def test_the_rank_side_loads_none_of_the_parents_modules():
     assert _parent_modules(loaded) == [], f"a rank process would load the parent's {_parent_modules(loaded)}"
 
 
+@pytest.mark.parametrize("child, cores, imports", [("rank", CORES, RANK_IMPORTS),
+                                                    ("training child", TRAINING_CORES, TRAINING_IMPORTS)])
 @pytest.mark.parametrize("framework", sorted(CORES))
-def test_a_frameworks_rank_entry_point_loads_none_of_the_parents_modules(framework):
-    package = {"tensorflow": "tensorflow"}.get(framework, framework)
-    if importlib.util.find_spec(package) is None:
-        pytest.skip(f"{package} is not installed in this environment")
-    loaded = loaded_by(CORES[framework], *RANK_IMPORTS)
-    assert CORES[framework] in loaded
-    assert _parent_modules(loaded) == [], f"{CORES[framework]} would load the parent's {_parent_modules(loaded)}"
-
-
-@pytest.mark.parametrize("framework", sorted(TRAINING_CORES))
-def test_a_training_child_loads_none_of_the_parents_modules(framework):
-    package = {"tensorflow": "tensorflow"}.get(framework, framework)
-    if importlib.util.find_spec(package) is None:
-        pytest.skip(f"{package} is not installed in this environment")
-    loaded = loaded_by(*TRAINING_IMPORTS, TRAINING_CORES[framework])
-    assert TRAINING_CORES[framework] in loaded and "pytest_dlperf.summary" in loaded
-    assert _parent_modules(loaded) == [], f"a training child would load the parent's {_parent_modules(loaded)}"
+def test_a_frameworks_child_loads_none_of_the_parents_modules(framework, child, cores, imports):
+    """A rank (its framework's entry point) and a training child (the worker and the core)."""
+    if importlib.util.find_spec(framework) is None:
+        pytest.skip(f"{framework} is not installed in this environment")
+    loaded = loaded_by(cores[framework], *imports)
+    assert cores[framework] in loaded and "pytest_dlperf.summary" in loaded  # the probe really imported them
+    assert _parent_modules(loaded) == [], f"a {child} ({cores[framework]}) would load the parent's {_parent_modules(loaded)}"
 
 
 def test_a_loader_child_loads_none_of_the_parents_modules():
