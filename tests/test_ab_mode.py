@@ -40,9 +40,11 @@ def reference_without(tmp_path: Path, variable: str) -> str:
 @pytest.mark.framework("torch")
 def test_same_environment_as_reference_passes_and_reports_the_ratio(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_train=TRAIN_TEST)
-    # The mechanism, not the machine's noise, is under test here: with the threshold at 50% only a
-    # broken pairing (a side not measured, a ratio inverted) could fail it. bench/verdict_power.py --paired
-    # measures the false-alarm rate at the default 5%.
+    # The mechanism, not the machine's noise, is under test here, so the verdict may be "same" or "faster"
+    # but never "slower" at a 50% threshold: these rounds last tens of milliseconds, and CI's VM once
+    # measured this very A/A comparison at 1.941x [1.417, 2.689] (this VM: 0.90-1.29 over 8 runs).
+    # bench/verdict_power.py --paired measures the false-alarm rate at the default 5% on real rounds; the
+    # next test shows a slower candidate is called slower (a ratio inverted or a side not measured fails it).
     result = run(pytester, f"--dlperf-reference={sys.executable}", "--dlperf-ab-threshold=0.5",
                  "--junitxml=report.xml")
     result.assert_outcomes(passed=1)
@@ -52,10 +54,15 @@ def test_same_environment_as_reference_passes_and_reports_the_ratio(pytester: py
         "reference interpreter: *",
         "scenario*candidate/reference*95% interval*pairs*verdict*",
         "test_train::fp32*x*[[]*]*8*",
-        "1 scenario compared with the reference (threshold 50%): 0 slower. 0 faster. 1 same.",
+        "1 scenario compared with the reference (threshold 50%): 0 slower. *",
     ])
     (test,) = read_reports([pytester.path / "report.xml"])
-    assert {"ab_ratio", "ab_interval", "ab_verdict", "reference_software"} <= set(test.ab["fp32"])
+    ab = test.ab["fp32"]
+    assert {"ab_ratio", "ab_interval", "ab_verdict", "reference_software"} <= set(ab)
+    low, high = (float(v) for v in ab["ab_interval"].split())
+    ratio = float(ab["ab_ratio"])
+    assert low <= ratio <= high
+    assert ab["ab_verdict"] == ("faster" if ratio > 1.5 and low > 1 else "same")
 
 
 @pytest.mark.framework("torch")
