@@ -118,6 +118,18 @@ def schedule(variants: int, processes: int, pairs: int, first_pair: int = 0) -> 
     return plan
 
 
+def build_order(variants: int, processes: int, generation: int = 0) -> list[tuple[int, int]]:
+    """The (variant, process) order a group's children are started in: process by process, the
+    variants of each in a Williams row (:func:`williams_rows`) that moves on with every process and
+    every generation. Built one at a time, the child started first idles longest before its first
+    round (on this VM the first-built variant's early rounds came out slow even after the re-warm);
+    in this order no variant's children are always the first or the last built: over every
+    ``len(williams_rows(variants))`` processes, counted across generations, each variant's build
+    positions sum to the same (2 variants, 2 processes: A0 B0 B1 A1 in every generation)."""
+    rows = williams_rows(variants)
+    return [(v, p) for p in range(processes) for v in rows[(p + generation * processes) % len(rows)]]
+
+
 def pairs_for(requested: int, processes: int, generations: int = 1) -> int:
     """``requested`` rounded up to whole blocks (2 x processes) per generation, so every process
     leads and trails equally often."""
@@ -154,21 +166,23 @@ class Interleaved:
 
 def interleave(starters: Sequence[Sequence[Callable[[], Paced]]], pairs: int, settle_seconds: float = 0.0,
                build_one_at_a_time: bool = False, first_pair: int = 0) -> Interleaved:
-    """Start ``starters[variant][process]``, wait until all are warm, take ``pairs`` pairs of rounds
-    in :func:`schedule`'s order, finish every process; every started process is killed whatever happens.
+    """Start ``starters[variant][process]`` in :func:`build_order`, wait until all are warm, take
+    ``pairs`` pairs of rounds in :func:`schedule`'s order, finish every process; every started process
+    is killed whatever happens.
 
     ``pairs`` should be whole blocks (:func:`pairs_for`); each process takes ``pairs / processes`` rounds.
-    ``first_pair`` continues :func:`schedule`'s cycle where an earlier generation left it.
+    ``first_pair`` continues :func:`schedule`'s cycle (and the build order's) where an earlier
+    generation left it.
     """
     processes = len(starters[0])
-    groups: list[list[Paced]] = []
+    started: list[list[Paced | None]] = [[None] * processes for _ in starters]
+    generation = first_pair // pairs if pairs else 0
     try:
-        for group in starters:
-            groups.append([])
-            for start in group:  # one at a time, so a failed start leaves the others listed for the kill
-                groups[-1].append(start())
-                if build_one_at_a_time:
-                    groups[-1][-1].ready(groups[-1][-1].timeout)
+        for v, p in build_order(len(starters), processes, generation):
+            paced = started[v][p] = starters[v][p]()  # listed at once, so a failed start kills the others
+            if build_one_at_a_time:
+                paced.ready(paced.timeout)
+        groups: list[list[Paced]] = [[paced for paced in group if paced] for group in started]  # all started
         for group in groups if not build_one_at_a_time else ():  # no round while any process still warms up
             for paced in group:
                 paced.ready(paced.timeout)
@@ -183,9 +197,10 @@ def interleave(starters: Sequence[Sequence[Callable[[], Paced]]], pairs: int, se
                     time.sleep(settle_seconds)
         finished = [[paced.finish(paced.timeout) for paced in group] for group in groups]
     finally:
-        for group in groups:
+        for group in started:
             for paced in group:
-                paced.kill()
+                if paced is not None:
+                    paced.kill()
     return Interleaved(throughput, order, finished)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dlperf.paired import Variant, pairs_for, run_paired, schedule, williams_rows
+from pytest_dlperf.paired import Variant, build_order, pairs_for, run_paired, schedule, williams_rows
 from pytest_dlperf.runner import ScenarioFailed
 from pytest_dlperf.scenario import Scenario, ScenarioError
 
@@ -59,6 +59,19 @@ def test_the_old_design_let_the_reference_always_sit_at_an_end_the_williams_one_
 def test_schedule_continues_its_cycle_across_generations() -> None:
     whole = schedule(variants=3, processes=2, pairs=24)
     assert schedule(variants=3, processes=2, pairs=12, first_pair=12) == whole[12:]
+
+
+@pytest.mark.parametrize("variants, processes", [(2, 1), (2, 2), (3, 2), (4, 2), (5, 3)])
+def test_build_order_leaves_no_variant_always_built_first(variants: int, processes: int) -> None:
+    """The child built first idles longest before its first round: over whole cycles of Williams rows
+    (generations included) every variant's children sit at every build position equally often."""
+    assert build_order(2, 2) == [(0, 0), (1, 0), (1, 1), (0, 1)]  # A0 B0 B1 A1
+    generations = len(williams_rows(variants))  # enough to use every row processes times over
+    orders = [build_order(variants, processes, g) for g in range(generations)]
+    for order in orders:
+        assert sorted(order) == [(v, p) for v in range(variants) for p in range(processes)]
+    slot = Counter((v, i % variants) for order in orders for i, (v, _) in enumerate(order))
+    assert set(slot.values()) == {processes * generations // variants}
 
 
 def test_pairs_round_up_to_whole_blocks() -> None:
