@@ -202,6 +202,26 @@ def test_build_one_at_a_time_starts_each_child_after_the_previous_one_warmed_up(
     assert events == ["start"] * 4 + ["ready"] * 4
 
 
+def test_every_variants_child_gets_an_argv_of_the_same_length(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The argv's length moves the child's stack, and with it a CPU figure by a few percent: a label
+    ("reference" vs "aa") must not reach it. The log still says which variant it belongs to."""
+    import subprocess
+
+    argvs: dict[str, list[str]] = {}
+    real_popen = subprocess.Popen
+
+    def recording_popen(command, *args, **kwargs):  # type: ignore[no-untyped-def]
+        argvs[command[-3]] = list(command)
+        return real_popen(command, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", recording_popen)
+    run_paired([variant("reference"), variant("aa")], pairs=4, processes=2, workdir=tmp_path)
+    assert len(argvs) == 4
+    assert len({sum(len(arg) for arg in argv) for argv in argvs.values()}) == 1
+    logs = {path.read_text().splitlines()[0] for path in tmp_path.glob("paired-*/*.log")}
+    assert {line.split(":")[0] for line in logs} == {"# reference#0", "# reference#1", "# aa#0", "# aa#1"}
+
+
 def test_the_generations_option_reaches_a_tests_paired_group(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_group=f"""
 from pytest_dlperf.paired import Variant
