@@ -183,7 +183,7 @@ def interleave(starters: Sequence[Sequence[Callable[[], Paced]]], pairs: int, se
             paced = started[v][p] = starters[v][p]()  # listed at once, so a failed start kills the others
             if build_one_at_a_time:
                 paced.ready(paced.timeout)
-        groups: list[list[Paced]] = [[paced for paced in group if paced] for group in started]  # all started
+        groups: list[list[Paced]] = [[paced for paced in group if paced is not None] for group in started]
         for group in groups if not build_one_at_a_time else ():  # no round while any process still warms up
             for paced in group:
                 paced.ready(paced.timeout)
