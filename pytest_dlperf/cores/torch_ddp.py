@@ -165,4 +165,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    dist_util.exit_after_result(main(sys.argv[1:]))

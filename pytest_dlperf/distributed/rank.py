@@ -17,9 +17,10 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, NoReturn, Sequence
 
 from .protocol import CONFIG_ENV, HEARTBEAT, RESULT_LINE
 
@@ -93,6 +94,18 @@ def write_rank_result(path: Path, payload: Mapping[str, Any]) -> None:
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
     print(f"{RESULT_LINE}{text}", flush=True)
+
+
+def exit_after_result(code: int) -> NoReturn:
+    """End a rank that has written its result without the interpreter's teardown.
+
+    torch's gloo backend can leave a C++ thread joinable until static destruction, which then calls
+    ``std::terminate``: "terminate called without an active exception" and SIGABRT *after* a good run
+    (seen once, a torch rank over ssh, in a CI rehearsal on 2026-11-24, result already written). The
+    launcher would report that as a crash; the rank has nothing left to do, so it leaves at once."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def maybe_fault(config: Mapping[str, Any], rank: int, step: int) -> None:
