@@ -230,9 +230,10 @@ def child_file_stem(key: str, index: int) -> str:
 
     The paths are the child's argv, and the length of a process's argv and environment moves
     where its stack starts, which alone can shift a CPU figure by a few percent (Mytkowicz et al.,
-    "Producing wrong data without doing anything obviously wrong!", ASPLOS 2009). Named after the
-    label ("reference.p0" vs "aa.p0"), an unchanged copy read 1.009-1.090x over the reference in
-    8 of 8 verdict-power trials on this VM; a digest of the label keeps every variant's argv alike."""
+    "Producing wrong data without doing anything obviously wrong!", ASPLOS 2009). They were named
+    after the label ("reference.p0" vs "aa.p0"), while an unchanged copy read 1.014-1.090x over the
+    reference in verdict-power trials on this VM; with this digest and :func:`build_order` it read
+    0.986-1.040x (README, "How good is it?"). A digest of the label keeps every variant's argv alike."""
     return f"{hashlib.sha1(key.encode()).hexdigest()[:12]}.p{index:03d}"
 
 
