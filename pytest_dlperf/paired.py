@@ -131,6 +131,26 @@ def build_order(variants: int, processes: int, generation: int = 0) -> list[tupl
     return [(v, p) for p in range(processes) for v in rows[(p + generation * processes) % len(rows)]]
 
 
+#: How many children of a CPU group may build and warm up at once, by framework (others: 1).
+#: Measured on the 2-core VM (ResNet-50 at 32 px, batch 8, 4 children, one round each, 2026-11-24,
+#: /work/meas/s22/parbuild.py): TensorFlow 52.5 s one at a time, 25.6 s two at a time; MXNet 14.5 s and
+#: 7.4-8.2 s (their build is one busy Python thread: import, tracing, hybridizing; a child used 13.2 s of CPU
+#: in 12.4 s); torch 20-22 s and 92-127 s (its warm-up steps' OpenMP threads, two per child, spin
+#: and starve each other on 2 cores).
+CPU_BUILD_WIDTH = {"tensorflow": 2, "mxnet": 2}
+
+
+def build_width(scenarios: Sequence[Scenario]) -> int | None:
+    """How many of a group's children build at once by default: all (None) when a variant runs on a
+    GPU; one when any is compiled (its warm-up is its measured compile time, which must not share the
+    CPU with another child's); else the smallest :data:`CPU_BUILD_WIDTH` of the group's frameworks."""
+    if any(s.device != "cpu" for s in scenarios):
+        return None
+    if any(s.compiled for s in scenarios):
+        return 1
+    return min(CPU_BUILD_WIDTH.get(s.framework, 1) for s in scenarios)
+
+
 def pairs_for(requested: int, processes: int, generations: int = 1) -> int:
     """``requested`` rounded up to whole blocks (2 x processes) per generation, so every process
     leads and trails equally often."""
@@ -166,10 +186,11 @@ class Interleaved:
 
 
 def interleave(starters: Sequence[Sequence[Callable[[], Paced]]], pairs: int, settle_seconds: float = 0.0,
-               build_one_at_a_time: bool = False, first_pair: int = 0) -> Interleaved:
-    """Start ``starters[variant][process]`` in :func:`build_order`, wait until all are warm, take
-    ``pairs`` pairs of rounds in :func:`schedule`'s order, finish every process; every started process
-    is killed whatever happens.
+               build_width: int | None = None, first_pair: int = 0) -> Interleaved:
+    """Start ``starters[variant][process]`` in :func:`build_order`, at most ``build_width`` of them
+    building and warming up at once (None: all at once), wait until all are warm, take ``pairs`` pairs
+    of rounds in :func:`schedule`'s order, finish every process; every started process is killed
+    whatever happens.
 
     ``pairs`` should be whole blocks (:func:`pairs_for`); each process takes ``pairs / processes`` rounds.
     ``first_pair`` continues :func:`schedule`'s cycle (and the build order's) where an earlier
@@ -179,14 +200,16 @@ def interleave(starters: Sequence[Sequence[Callable[[], Paced]]], pairs: int, se
     started: list[list[Paced | None]] = [[None] * processes for _ in starters]
     generation = first_pair // pairs if pairs else 0
     try:
+        warming: list[Paced] = []
         for v, p in build_order(len(starters), processes, generation):
             paced = started[v][p] = starters[v][p]()  # listed at once, so a failed start kills the others
-            if build_one_at_a_time:
-                paced.ready(paced.timeout)
+            warming.append(paced)
+            if build_width is not None and len(warming) >= build_width:
+                oldest = warming.pop(0)
+                oldest.ready(oldest.timeout)
+        for paced in warming:  # no round while any process still warms up
+            paced.ready(paced.timeout)
         groups: list[list[Paced]] = [[paced for paced in group if paced is not None] for group in started]
-        for group in groups if not build_one_at_a_time else ():  # no round while any process still warms up
-            for paced in group:
-                paced.ready(paced.timeout)
         throughput: list[list[float]] = [[0.0] * pairs for _ in groups]
         order: list[tuple[int, int]] = []
         for i, pair in enumerate(schedule(len(groups), processes, pairs, first_pair)):
@@ -366,10 +389,11 @@ def run_paired(
     pauses between rounds, for runtimes whose idle threads keep spinning after a round (Intel
     OpenMP's 200 ms KMP_BLOCKTIME) and would otherwise slow the next child.
     ``build_one_at_a_time`` starts each child only when the previous one is built and warmed
-    up, so what a child measures while warming up (a compile time) is not shared with the others.
-    None (the default): one at a time when every variant runs on the CPU, where children warming
-    up at once oversubscribe the cores (each runs its own OpenMP pool; 8 ResNet-18 children on
-    2 cores took 82 s built at once, 38 s one at a time); at once on GPUs.
+    up, so what a child measures while warming up (a compile time) is not shared with the others;
+    False starts them all at once. None (the default): :func:`build_width`: on the CPU, where children
+    warming up at once oversubscribe the cores (each runs its own OpenMP pool; 8 ResNet-18 children on
+    2 cores took 82 s built at once, 38 s one at a time), one at a time, or two for the frameworks
+    whose build is single-threaded; at once on GPUs.
     ``generations``: the pairs are split into this many consecutive parts, each taken by fresh
     processes (the previous ones finished first), so ``processes x generations`` processes per
     variant contribute their own luck (memory layout, thread placement: a few percent for a
@@ -386,8 +410,8 @@ def run_paired(
     if generations < 1:
         raise ScenarioError(f"generations={generations!r} must be >= 1")
     pairs = pairs_for(pairs, processes, generations)
-    if build_one_at_a_time is None:
-        build_one_at_a_time = all(v.scenario.device == "cpu" for v in variants)
+    width = build_width([v.scenario for v in variants]) if build_one_at_a_time is None else (
+        1 if build_one_at_a_time else None)
     workdir = Path(tempfile.mkdtemp(prefix="paired-", dir=workdir))
     per_generation = pairs // generations
     rounds_each = per_generation // processes
@@ -401,7 +425,7 @@ def run_paired(
     for g in range(generations):
         first = g * processes
         run = interleave([[starter(v, first + p) for p in range(processes)] for v in variants], per_generation,
-                         settle_seconds, build_one_at_a_time, first_pair=g * per_generation)
+                         settle_seconds, width, first_pair=g * per_generation)
         for v in range(len(variants)):
             throughput[v] += run.throughput[v]
             per_variant[v] += run.finished[v]

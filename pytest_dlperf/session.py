@@ -192,8 +192,8 @@ class DlperfRun:
         records each with :meth:`record`, e.g. one test per variant of a shared group); each other variant's
         ratio over the first is in ``.ratios`` (give it to :meth:`speedup`). The device lock
         is held for the whole group. ``build_one_at_a_time``: each child builds and warms up alone
-        (compiled scenarios: their compile time is measured without the other children's load; the
-        default on CPU, see :func:`pytest_dlperf.paired.run_paired`).
+        (compiled scenarios: their compile time is measured without the other children's load);
+        None: :func:`pytest_dlperf.paired.build_width` chooses (one or two at a time on CPU, all on GPU).
         ``generations`` (default ``--dlperf-generations``): successive sets of fresh processes.
         """
         settings = self._session.settings

@@ -331,7 +331,7 @@ def run_paired_jobs(jobs: Sequence[Job], pairs: int, processes: int = 1, workdir
         # on CPU one job builds and warms up after the other (as paired.run_paired does): at once, their
         # ranks' thread pools oversubscribe the cores
         run = interleave([[starter(j, p) for p in range(processes)] for j in jobs], pairs,
-                         build_one_at_a_time=not uses_gpu)
+                         build_width=None if uses_gpu else 1)
     throughput = {labels[v]: run.throughput[v] for v in range(len(jobs))}
     ratios = {labels[v]: paired_ratio(run.throughput[v], run.throughput[0], confidence) for v in range(1, len(jobs))}
     results = {labels[v]: list(run.finished[v]) for v in range(len(jobs))}
