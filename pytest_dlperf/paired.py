@@ -132,12 +132,12 @@ def build_order(variants: int, processes: int, generation: int = 0) -> list[tupl
 
 
 #: How many children of a CPU group may build and warm up at once, by framework (others: 1).
-#: Measured on the 2-core VM (ResNet-50 at 32 px, batch 8, 4 children, one round each, 2026-11-24,
-#: /work/meas/s22/parbuild.py): TensorFlow 52.5 s one at a time, 25.6 s two at a time; MXNet 14.5 s and
-#: 7.4-8.2 s (their build is one busy Python thread: import, tracing, hybridizing; a child used 13.2 s of CPU
-#: in 12.4 s); torch 20-22 s and 92-127 s (its warm-up steps' OpenMP threads, two per child, spin
-#: and starve each other on 2 cores).
-CPU_BUILD_WIDTH = {"tensorflow": 2, "mxnet": 2}
+#: Measured on the 2-core VM (a paired group of 2 variants x 2 processes, ResNet-50 at 32 px, batch 8,
+#: 2026-11-24, each phase of run_paired timed): TensorFlow's children were built and warm in 41.2 s one at
+#: a time, 21.3 s two at a time (its build is one busy Python thread: a child used 13.2 s of CPU in
+#: 12.4 s); MXNet's in 8.9 s and 19.0 s, torch's (4 children run alone) in 20-22 s and 92-127 s:
+#: their warm-up steps' OpenMP threads, two per child, spin and starve each other on 2 cores.
+CPU_BUILD_WIDTH = {"tensorflow": 2}
 
 
 def build_width(scenarios: Sequence[Scenario]) -> int | None:
@@ -392,7 +392,7 @@ def run_paired(
     up, so what a child measures while warming up (a compile time) is not shared with the others;
     False starts them all at once. None (the default): :func:`build_width`: on the CPU, where children
     warming up at once oversubscribe the cores (each runs its own OpenMP pool; 8 ResNet-18 children on
-    2 cores took 82 s built at once, 38 s one at a time), one at a time, or two for the frameworks
+    2 cores took 82 s built at once, 38 s one at a time), one at a time, or two for TensorFlow,
     whose build is single-threaded; at once on GPUs.
     ``generations``: the pairs are split into this many consecutive parts, each taken by fresh
     processes (the previous ones finished first), so ``processes x generations`` processes per

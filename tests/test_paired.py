@@ -201,21 +201,20 @@ def test_build_one_at_a_time_starts_each_child_after_the_previous_one_warmed_up(
     run_paired([variant("a"), variant("b")], pairs=4, processes=2, workdir=tmp_path, build_one_at_a_time=False)
     assert events == ["start"] * 4 + ["ready"] * 4
     events.clear()
-    monkeypatch.setattr(paired_module, "CPU_BUILD_WIDTH", {"torch": 2})  # as for TensorFlow's and MXNet's builds
+    monkeypatch.setattr(paired_module, "CPU_BUILD_WIDTH", {"torch": 2})  # as for TensorFlow's builds
     run_paired([variant("a"), variant("b")], pairs=4, processes=2, workdir=tmp_path)
     assert events == ["start", "start", "ready", "start", "ready", "start", "ready", "ready"]  # two at a time
 
 
-def test_build_width_is_one_for_torch_and_compiled_scenarios_two_for_single_threaded_builds_all_on_gpu() -> None:
+def test_build_width_is_two_for_tensorflow_one_for_compiled_scenarios_and_the_others_all_on_gpu() -> None:
     from pytest_dlperf.paired import build_width
 
     def s(framework: str, **fields: object) -> Scenario:
         return Scenario(framework=framework, model="resnet50", **fields)  # type: ignore[arg-type]
     assert build_width([s("torch"), s("torch", env={"OMP_NUM_THREADS": "1"})]) == 1
     assert build_width([s("tensorflow"), s("tensorflow", env={"OMP_NUM_THREADS": "1"})]) == 2
-    assert build_width([s("mxnet"), s("mxnet")]) == 2
+    assert build_width([s("mxnet"), s("mxnet")]) == 1
     assert build_width([s("tensorflow"), s("tensorflow", jit_compile=True)]) == 1  # its warm-up is its compile time
-    assert build_width([s("mxnet"), s("mxnet", hybridize=True)]) == 1
     assert build_width([s("torch", device="cuda"), s("torch", device="cuda", precision="amp_fp16")]) is None
 
 
