@@ -328,8 +328,8 @@ def run_paired_jobs(jobs: Sequence[Job], pairs: int, processes: int = 1, workdir
                                 on_progress)
 
     with device_lock(devices, timeout=max(j.timeout for j in jobs), owner=f"paired jobs {' vs '.join(labels)}"):
-        # on CPU one job builds and warms up after the other (as paired.run_paired does): at once, their
-        # ranks' thread pools oversubscribe the cores
+        # on CPU one job builds and warms up after the other (as paired.run_paired does for torch, whose
+        # ranks these are): at once, their ranks' OpenMP pools oversubscribe the cores
         run = interleave([[starter(j, p) for p in range(processes)] for j in jobs], pairs,
                          build_width=None if uses_gpu else 1)
     throughput = {labels[v]: run.throughput[v] for v in range(len(jobs))}
