@@ -7,7 +7,7 @@
     dlperf html REPORT.xml|RUNDIR [...] --out DIR        one self-contained page, with history over runs
 
 ``compare`` judges each metric of NEW against OLD with the rule the tests judge a figure against its
-baseline (:func:`pytest_dlperf.verdict.compare` on the per-round samples the reports carry), in the
+baseline (:func:`pytest_dlperf.judging.verdict.compare` on the per-round samples the reports carry), in the
 direction the report records for the metric.
 
 Exit codes: 0 fine, 1 ``compare`` found a metric worse than the tolerance, 2 bad input.
@@ -23,14 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence, TextIO
 
-from .baselines import Baseline
+from .judging.baselines import Baseline
 from .junit import (HIGHER, MetricRecord, ReportError, TestRecord, direction_of, merge, metrics_by_key,
                     read_reports, test_outcomes)
 from .result import Metric
 from .summary import summarize
 from .units import count, readable, show
-from .verdict import IMPROVEMENT, OK, REGRESSION, tolerance_for
-from .verdict import compare as verdict_compare
+from .judging.verdict import IMPROVEMENT, OK, REGRESSION, tolerance_for
+from .judging.verdict import compare as verdict_compare
 
 EXIT_OK, EXIT_WORSE, EXIT_USAGE = 0, 1, 2
 OUTCOME_MARK = {"passed": "✅", "failed": "❌", "error": "💥", "skipped": "⏭️"}

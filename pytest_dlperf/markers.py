@@ -10,7 +10,7 @@ import pytest
 
 from .environment import gpus
 from .scenario import FRAMEWORKS, INSTALL_HINTS, PRECISIONS
-from .verdict import CHECKED_METRICS
+from .judging.verdict import CHECKED_METRICS
 
 LAUNCHERS = ("local", "ssh", "mpi", "slurm", "netns")
 

@@ -11,7 +11,7 @@ and each process sits first and last equally often and no variant always follows
 same one. With ``generations`` the pairs are split between successive sets of fresh
 processes, for more processes' luck than fit in memory at once. Pair ``i``'s ratio is a
 variant's round throughput over the reference variant's (the first) in that same pair;
-the ratios go to :func:`pytest_dlperf.stats.paired_ratio`.
+the ratios go to :func:`pytest_dlperf.judging.stats.paired_ratio`.
 
 The child is the ordinary training worker (``pytest_dlperf.worker``) started with
 ``--paced``: :func:`pytest_dlperf.measure.measure` then waits for a ``go`` line on stdin
@@ -43,7 +43,7 @@ from .measure import ROUND_PREFIX
 from .result import TrainingResult, metric_from
 from .runner import ScenarioFailed, _signal_reason, child_environment, kill_process_group, tail
 from .scenario import Scenario, ScenarioError
-from .stats import PairedRatio, paired_ratio
+from .judging.stats import PairedRatio, paired_ratio
 
 GO = "go\n"
 DEFAULT_PROCESSES = 2

@@ -9,7 +9,7 @@ import pytest
 
 from . import benchmark, fixtures, junit, markers, report, settings
 from .session import DlperfRun, DlperfSession
-from .verdict import IMPROVEMENT
+from .judging.verdict import IMPROVEMENT
 
 SESSION_KEY = pytest.StashKey[DlperfSession]()
 

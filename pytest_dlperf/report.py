@@ -6,10 +6,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from .baselines import BaselineStore
+from .judging.baselines import BaselineStore
 from .units import count, readable
-from .stats import FASTER, SAME, SLOWER, PairedRatio
-from .verdict import IMPROVEMENT, MISSING, REGRESSION, UPDATED, Verdict
+from .judging.stats import FASTER, SAME, SLOWER, PairedRatio
+from .judging.verdict import IMPROVEMENT, MISSING, REGRESSION, UPDATED, Verdict
 
 HEADER = ("scenario", "metric", "observed", "baseline", "delta", "verdict")
 

@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 import pytest
 
 from . import markers
-from .baselines import BaselineFileError, BaselineStore, entry_key, split_entry_key
+from .judging.baselines import BaselineFileError, BaselineStore, entry_key, split_entry_key
 from .console import Console
 from .devicelock import DeviceLockTimeout, announce_waits_with, device_lock, visible_gpus
 from .environment import gpus, hardware_key
@@ -21,8 +21,8 @@ from .result import HIGHER, Metric, TrainingResult, metric_from, paired_metric
 from .runner import ScenarioFailed, run_scenario
 from .scenario import Scenario, ScenarioError
 from .settings import Settings
-from .stats import SLOWER, PairedRatio, decide
-from .verdict import (CHECKED_METRICS, MISSING, REGRESSION, UPDATED, Verdict, compare, failure_message,
+from .judging.stats import SLOWER, PairedRatio, decide
+from .judging.verdict import (CHECKED_METRICS, MISSING, REGRESSION, UPDATED, Verdict, compare, failure_message,
                       tolerance_for)
 
 #: Metrics compared with baselines. The rest are recorded (JUnit, baselines on update) but not judged:

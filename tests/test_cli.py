@@ -269,10 +269,10 @@ def test_compare_uses_the_tests_rule_on_the_samples_noise_widens_the_tolerance(t
 
 
 def test_compare_gives_the_same_verdict_as_the_tests(tmp_path, capsys):
-    from pytest_dlperf.baselines import Baseline
+    from pytest_dlperf.judging.baselines import Baseline
     from pytest_dlperf.result import metric_from
     from pytest_dlperf.summary import summarize
-    from pytest_dlperf.verdict import compare
+    from pytest_dlperf.judging.verdict import compare
 
     old, new = [100, 102, 98, 101, 99, 100], [93, 95, 94, 96, 92, 94]
     for tolerance in (0.05, 0.1):

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dlperf import stats as stats_module
-from pytest_dlperf.stats import (
+from pytest_dlperf.judging import stats as stats_module
+from pytest_dlperf.judging.stats import (
     FASTER,
     SAME,
     SLOWER,

@@ -8,11 +8,11 @@ import random
 
 import pytest
 
-from pytest_dlperf.baselines import Baseline
+from pytest_dlperf.judging.baselines import Baseline
 from pytest_dlperf.result import HIGHER, LOWER, metric_from
-from pytest_dlperf.stats import mann_whitney_p, median_standard_error
+from pytest_dlperf.judging.stats import mann_whitney_p, median_standard_error
 from pytest_dlperf.summary import summarize
-from pytest_dlperf.verdict import (
+from pytest_dlperf.judging.verdict import (
     IMPROVEMENT,
     MAX_WIDENING,
     MISSING,

@@ -6,7 +6,7 @@ jobs share it, like the paired runner's variants (:mod:`pytest_dlperf.paired`): 
 starts all its ranks, builds and warms up once, then takes one timed round each time the
 parent asks, in the same balanced ABBA order (:func:`pytest_dlperf.paired.interleave`).
 Pair ``i``'s efficiency is the N-worker job's per-worker throughput in its round over the
-1-worker job's throughput in the same pair; :func:`pytest_dlperf.stats.paired_ratio`
+1-worker job's throughput in the same pair; :func:`pytest_dlperf.judging.stats.paired_ratio`
 gives the estimate and its interval.
 
 Pacing, rank side (:class:`~pytest_dlperf.distributed.rank.RankPacer`, in the rank's module,
@@ -301,7 +301,7 @@ def run_paired_jobs(jobs: Sequence[Job], pairs: int, processes: int = 1, workdir
 
     from ..devicelock import device_lock, visible_gpus
     from ..paired import interleave, pairs_for
-    from ..stats import paired_ratio
+    from ..judging.stats import paired_ratio
 
     if len(jobs) < 2:
         raise ValueError(f"a paired run of jobs needs at least 2 jobs, got {len(jobs)}")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from .baselines import Baseline
-from .result import HIGHER, Metric
+from ..result import HIGHER, Metric
 from .stats import mann_whitney_p, median_standard_error
 
 #: The figures a test's ``dlperf.check`` judges against the baselines (the others are recorded only).

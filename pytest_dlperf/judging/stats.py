@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Mapping, Sequence
 
-from .summary import median
+from ..summary import median
 
 
 def median_standard_error(rel_half_iqr: float, n: int) -> float:

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from .result import Metric
-from .summary import summarize
+from ..result import Metric
+from ..summary import summarize
 
 FORMAT = 1
 
