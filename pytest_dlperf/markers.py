@@ -128,15 +128,6 @@ def tolerance_of(item: pytest.Item) -> MarkedTolerance:
                                    for name, value in mark.kwargs.items()})
 
 
-def effective_tolerance(run: float, marker: float | None = None, explicit: float | None = None) -> float:
-    """The tolerance a test's figures are judged at: an explicit one (``dlperf.check(tolerance=)``) wins;
-    a ``tolerance`` marker says how loosely a noisier figure must at least be held, so it widens the
-    run's tolerance and never narrows a wider one."""
-    if explicit:
-        return explicit
-    return max(marker or 0.0, run)
-
-
 def frameworks_of(item: pytest.Item) -> tuple[str, ...]:
     return tuple(a for m in item.iter_markers("framework") for a in m.args)
 

@@ -151,6 +151,12 @@ def build_width(scenarios: Sequence[Scenario]) -> int | None:
     return min(CPU_BUILD_WIDTH.get(s.framework, 1) for s in scenarios)
 
 
+def pair_units(pairs: int, processes: int, per_generation: int) -> list[int]:
+    """The process pair that took each pair: pair ``i`` of generation ``i // per_generation`` is taken
+    by process ``i % processes`` of every variant (:func:`schedule`)."""
+    return [(i // per_generation) * processes + i % processes for i in range(pairs)]
+
+
 def pairs_for(requested: int, processes: int, generations: int = 1) -> int:
     """``requested`` rounded up to whole blocks (2 x processes) per generation, so every process
     leads and trails equally often."""
@@ -382,6 +388,8 @@ def run_paired(
     confidence: float = 0.95,
     build_one_at_a_time: bool | None = None,
     generations: int = 1,
+    decided: Callable[[dict[str, PairedRatio]], bool] | None = None,
+    max_generations: int | None = None,
 ) -> PairedResult:
     """Measure ``variants`` interleaved; the first is the reference every ratio divides by.
 
@@ -398,6 +406,9 @@ def run_paired(
     processes (the previous ones finished first), so ``processes x generations`` processes per
     variant contribute their own luck (memory layout, thread placement: a few percent for a
     process's whole life) while only ``processes`` per variant are resident at once.
+    ``decided``/``max_generations``: while ``decided(ratios)`` is false after the planned generations,
+    one more generation runs, up to ``max_generations`` in all: an inconclusive comparison takes more
+    process pairs (the interval's unit), a clear one stops at its plan.
     """
     variants = [v if isinstance(v, Variant) else Variant(v) for v in variants]
     if len(variants) < 2:
@@ -422,7 +433,14 @@ def run_paired(
     throughput: list[list[float]] = [[] for _ in variants]
     per_variant: list[list[TrainingResult]] = [[] for _ in variants]
     order: list[tuple[str, int]] = []
-    for g in range(generations):
+    def ratios_now() -> dict[str, PairedRatio]:
+        units = pair_units(len(throughput[0]), processes, per_generation)
+        return {keys[v]: paired_ratio(throughput[v], throughput[0], confidence, units)
+                for v in range(1, len(variants))}
+
+    g = 0
+    while g < generations or (decided is not None and g < (max_generations or generations)
+                              and not decided(ratios_now())):
         first = g * processes
         run = interleave([[starter(v, first + p) for p in range(processes)] for v in variants], per_generation,
                          settle_seconds, width, first_pair=g * per_generation)
@@ -430,10 +448,10 @@ def run_paired(
             throughput[v] += run.throughput[v]
             per_variant[v] += run.finished[v]
         order += [(keys[v], first + p) for v, p in run.order]
-    results = {keys[v]: merge(per_variant[v], throughput[v], processes * generations)
+        g += 1
+    results = {keys[v]: merge(per_variant[v], throughput[v], processes * g)
                for v in range(len(variants))}
-    ratios = {keys[v]: paired_ratio(throughput[v], throughput[0], confidence) for v in range(1, len(variants))}
-    return PairedResult(keys[0], results, ratios, order)
+    return PairedResult(keys[0], results, ratios_now(), order)
 
 
 def merge(results: Sequence[TrainingResult], pair_throughput: Sequence[float | None], processes: int) -> TrainingResult:

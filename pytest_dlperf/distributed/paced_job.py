@@ -300,7 +300,7 @@ def run_paired_jobs(jobs: Sequence[Job], pairs: int, processes: int = 1, workdir
     import tempfile
 
     from ..devicelock import device_lock, visible_gpus
-    from ..paired import interleave, pairs_for
+    from ..paired import interleave, pair_units, pairs_for
     from ..judging.stats import paired_ratio
 
     if len(jobs) < 2:
@@ -333,7 +333,9 @@ def run_paired_jobs(jobs: Sequence[Job], pairs: int, processes: int = 1, workdir
         run = interleave([[starter(j, p) for p in range(processes)] for j in jobs], pairs,
                          build_width=None if uses_gpu else 1)
     throughput = {labels[v]: run.throughput[v] for v in range(len(jobs))}
-    ratios = {labels[v]: paired_ratio(run.throughput[v], run.throughput[0], confidence) for v in range(1, len(jobs))}
+    units = pair_units(pairs, processes, pairs)
+    ratios = {labels[v]: paired_ratio(run.throughput[v], run.throughput[0], confidence, units)
+              for v in range(1, len(jobs))}
     results = {labels[v]: list(run.finished[v]) for v in range(len(jobs))}
     ran = {j.label: dataclasses.replace(j, config=paced_config(j.config, rounds)) for j in jobs}
     return PairedJobs(labels[0], ran, results, ratios, throughput, [(labels[v], p) for v, p in run.order])
