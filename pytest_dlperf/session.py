@@ -93,7 +93,7 @@ class DlperfSession:
                 "written": [str(p) for p in self.written],
                 "ab_outcomes": [(test, label, ratio.to_dict(), decision)
                                 for test, label, ratio, decision in self.ab_outcomes],
-                "collected": self.collected, "filtered": self.filtered}
+                "collected": self.collected, "filtered": self.filtered, "family": self.family}
 
     def merge_worker(self, output: dict[str, Any]) -> None:
         """On the xdist controller: add a finished worker's verdicts, written files and A/B outcomes,
@@ -104,6 +104,7 @@ class DlperfSession:
                              for test, label, ratio, decision in output.get("ab_outcomes", [])]
         self.collected += [nodeid for nodeid in output.get("collected", []) if nodeid not in self.collected]
         self.filtered = self.filtered or bool(output.get("filtered"))
+        self.family = max(self.family, int(output.get("family", 0)))
         # rows in the order a run without -n gives them: the tests' collection order (stable within a test)
         order = {nodeid: i for i, nodeid in enumerate(self.collected)}
         self.verdicts.sort(key=lambda v: order.get(v.test, len(order)))

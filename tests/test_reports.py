@@ -141,7 +141,7 @@ def test_xdist_prints_the_summary_and_writes_the_figures_of_a_serial_run(pyteste
     serial = run(pytester, "--junitxml=serial.xml")
     parallel = run(pytester, "-n", "2", "--junitxml=parallel.xml")
     assert summary(parallel) == summary(serial)
-    parallel.stdout.fnmatch_lines(["8 metrics compared with baselines. 0 regressions. 0 improvements. 0 missing baselines."])
+    parallel.stdout.fnmatch_lines(["8 metrics compared with baselines. 0 regressions. 0 improvements. 0 inconclusive. 0 missing baselines."])
     figures = [{(m.key, m.value, m.verdict) for t in read_reports([pytester.path / name]) for m in t.metrics}
                for name in ("serial.xml", "parallel.xml")]
     assert figures[0] == figures[1] and len(figures[0]) == 4 * 2
