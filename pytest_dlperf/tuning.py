@@ -23,7 +23,7 @@ from typing import Any, Mapping, Sequence
 
 from .environment import numa_nodes, openmp_runtime_of, physical_cores, usable_cpus
 from .scenario import Scenario
-from .judging.stats import FASTER, SAME, SLOWER, PairedRatio, decide
+from .judging.stats import FASTER, INCONCLUSIVE, SAME, SLOWER, PairedRatio, decide
 
 
 class SlowdownWarning(UserWarning):
@@ -162,7 +162,8 @@ EFFECT_THRESHOLD = 0.05
 
 def describe_effect(ratio: PairedRatio) -> str:
     """``0.91x [0.89, 0.93] (95% CI, 20 pairs) default: slower than default``."""
-    kind = {SLOWER: "slower than default", FASTER: "faster than default", SAME: "no clear effect"}
+    kind = {SLOWER: "slower than default", FASTER: "faster than default", SAME: "no effect beyond the threshold",
+            INCONCLUSIVE: "inconclusive"}
     return f"{ratio.describe()} over default: {kind[decide(ratio, EFFECT_THRESHOLD)]}"
 
 

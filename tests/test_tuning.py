@@ -75,7 +75,9 @@ def test_effect_is_the_paired_rule_at_the_stated_threshold():
     assert tuning.describe_effect(fast).endswith("faster than default")
     # 3% slower in every pair: real, but within the 5% threshold, so no claim either way.
     small = paired_ratio([97, 98, 96, 97, 98, 97, 96, 97], [100, 101, 99, 100, 101, 100, 99, 100])
-    assert tuning.describe_effect(small).endswith("no clear effect")
+    assert tuning.describe_effect(small).endswith("no effect beyond the threshold")
+    wide = paired_ratio([80, 120, 90, 110, 85, 115, 95, 105], [100] * 8, units=[0, 1, 2, 3] * 2)
+    assert tuning.describe_effect(wide).endswith("inconclusive")
 
 
 def test_settle_pause_only_for_intel_openmp(monkeypatch: pytest.MonkeyPatch):
