@@ -5,6 +5,8 @@
     dlperf compare OLD.xml NEW.xml [--threshold 0.05]    exit 1 when a metric got worse (the tests' rule)
     dlperf plot REPORT.xml [...] --out DIR               PNG charts (needs matplotlib)
     dlperf html REPORT.xml|RUNDIR [...] --out DIR        one self-contained page, with history over runs
+                [--history REPORT.xml|DIR|BASELINE.json ...]  plus change points over those runs
+    dlperf history REPORT.xml|DIR|BASELINE.json [...]    each figure's change points over runs
 
 ``compare`` judges each metric of NEW against OLD with the rule the tests judge a figure against its
 baseline (:func:`pytest_dlperf.verdict.compare` on the per-round samples the reports carry), in the
@@ -313,8 +315,33 @@ def cmd_html(args: argparse.Namespace, out: TextIO) -> int:
     reports = [r for r in args.reports if not (args.skip_missing and not os.path.exists(r))]
     if not reports:
         raise ReportError(f"none of the reports exist: {', '.join(args.reports)}")
-    target = write(reports, Path(args.out))
+    target = write(reports, Path(args.out), history=args.history, max_pvalue=args.max_pvalue)
     print(target, file=out)
+    return EXIT_OK
+
+
+# --- history -------------------------------------------------------------------------------------
+
+def _pvalue(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; give a p-value such as 0.001") from None
+    if not 0.001 <= value < 1:  # 999 shuffles cannot show a p below 1/1000
+        raise argparse.ArgumentTypeError(f"{value} is out of range; give a p-value in [0.001, 1), e.g. 0.001")
+    return value
+
+
+def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
+    from . import history
+
+    analyses = history.history(args.reports, args.max_pvalue)
+    shown = [a for a in analyses if a.changes] if args.changed_only else analyses
+    for line in history.table(shown) if shown else []:
+        print(line, file=out)
+    print("", file=out)
+    print(history.summary_line(analyses), file=out)
+    print(history.method_line(args.max_pvalue), file=out)
     return EXIT_OK
 
 
@@ -358,7 +385,21 @@ def build_parser() -> argparse.ArgumentParser:
                    "download), the newest run is shown in detail")
     p.add_argument("--out", required=True, metavar="DIR", help="folder for index.html (created if needed)")
     p.add_argument("--skip-missing", action="store_true", help="leave out reports that do not exist")
+    p.add_argument("--history", nargs="+", metavar="REPORT.xml|DIR|BASELINE.json",
+                   help="add a change-point section over these runs' reports (as dlperf history)")
+    p.add_argument("--max-pvalue", type=_pvalue, default=0.001, help="significance of a change point "
+                   "(default 0.001; docs/history.md gives the rates)")
     p.set_defaults(func=cmd_html)
+
+    p = sub.add_parser("history", help="each figure over many runs: the run where it changed, by how much, "
+                       "and whether the change persisted (changed figures first)")
+    p.add_argument("reports", metavar="REPORT.xml|DIR|BASELINE.json", nargs="+",
+                   help="reports of runs of one suite, folders of them (every *.xml under it; a run's time is "
+                   "its testsuite timestamp, else the file's mtime), or baselines/<key>.json with 'runs'")
+    p.add_argument("--changed-only", action="store_true", help="list only the figures that changed")
+    p.add_argument("--max-pvalue", type=_pvalue, default=0.001, help="significance of a change point "
+                   "(default 0.001; 0.01 finds more steps and more false ones: docs/history.md)")
+    p.set_defaults(func=cmd_history)
     return parser
 
 

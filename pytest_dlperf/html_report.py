@@ -313,16 +313,18 @@ figcaption{font-size:.9em;color:#444}.test{margin-left:1em}nav a{margin-right:1e
 """
 
 
-def page(runs: list[Run]) -> str:
-    """The whole page for ``runs`` (oldest first): the newest run in detail, the history of all."""
+def page(runs: list[Run], changes: str = "") -> str:
+    """The whole page for ``runs`` (oldest first): the newest run in detail, the history of all;
+    ``changes``: the change-point section (:func:`pytest_dlperf.history.html_section`), if any."""
     run = runs[-1]
     tests = unique_tests(run.tests)
     body = [
         f"<h1>pytest-dlperf report: {_e(run.name)}</h1>",
         '<nav><a href="#summary">Summary</a><a href="#attention">Regressions</a><a href="#tests">Tests</a>'
-        '<a href="#charts">Charts</a><a href="#history">History</a></nav>',
+        '<a href="#charts">Charts</a><a href="#history">History</a>'
+        + ('<a href="#changes">Change points</a>' if changes else "") + "</nav>",
         summary_section(run, tests), attention_section(tests), tests_section(tests), charts_section(tests),
-        history_section(runs),
+        history_section(runs), changes,
         f"<footer><small>Written by dlperf html from {sum(len(r.paths) for r in runs)} reports of {len(runs)} "
         "runs.</small></footer>",
     ]
@@ -331,12 +333,19 @@ def page(runs: list[Run]) -> str:
             + "\n".join(body) + "</body></html>\n")
 
 
-def write(paths: Sequence[str | Path], outdir: Path) -> Path:
-    """Read ``paths`` (reports or folders of them), write ``outdir/index.html``; its path."""
+def write(paths: Sequence[str | Path], outdir: Path, history: Sequence[str | Path] | None = None,
+          max_pvalue: float = 0.001) -> Path:
+    """Read ``paths`` (reports or folders of them), write ``outdir/index.html``; its path. ``history``:
+    the reports of earlier runs whose change points the page shows too."""
     runs = read_runs(paths)
+    changes = ""
+    if history:
+        from . import history as _history
+
+        changes = _history.html_section(_history.history(history, max_pvalue), max_pvalue)
     if outdir.exists() and not outdir.is_dir():
         raise ReportError(f"{outdir}: exists and is not a directory")
     outdir.mkdir(parents=True, exist_ok=True)
     target = outdir / "index.html"
-    target.write_text(page(runs), encoding="utf-8")
+    target.write_text(page(runs, changes), encoding="utf-8")
     return target
