@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Sequence, TextIO
 
 from .baselines import Baseline
-from .junit import (HIGHER, MetricRecord, ReportError, TestRecord, direction_of, merge, metrics_by_key,
-                    read_reports, test_outcomes)
+from .junit import (HIGHER, MetricRecord, ReportError, TestRecord, all_skipped, direction_of, merge,
+                    metrics_by_key, own_records, read_reports, skipped_note, test_outcomes)
 from .result import Metric
 from .summary import summarize
 from .units import count, readable, show
@@ -68,8 +68,12 @@ def _md(text: str) -> str:
 # --- merge ---------------------------------------------------------------------------------------
 
 def cmd_merge(args: argparse.Namespace, out: TextIO) -> int:
-    merged = merge(args.inputs)
     target = Path(args.output)
+    for given in args.inputs:
+        if target.resolve() == Path(given).resolve():
+            raise ReportError(f"{target}: the output is also an input, and merging would overwrite it; write "
+                              "the merged report to a new file: dlperf merge OUT.xml IN.xml [IN.xml ...]")
+    merged = merge(args.inputs)
     if not target.parent.is_dir():
         raise ReportError(f"{target.parent}: no such directory to write {target.name} into")
     merged.write(str(target))
@@ -93,11 +97,13 @@ def summary_markdown(tests: Sequence[TestRecord]) -> str:
                  + (f", {count(verdicts['updated'], 'baseline')} updated" if verdicts["updated"] else "")
                  + f", {verdicts['ok']} ok, {len(metrics) - sum(verdicts.values())} recorded only")
     lines.append("")
+    lines += [_md(skipped_note(f"`{source}`", reasons)) + "\n" for source, reasons in all_skipped(tests).items()]
     failing = [t for t in tests if t.outcome in ("failed", "error")]
     if failing:
         lines += ["### Failures", ""]
         lines += [f"- `{t.test}`: {_md(t.message) or '(no message)'}" for t in failing]
         lines.append("")
+    lines += _skipped_lines(tests)
     ab = [(t, label, fields) for t in tests for label, fields in t.ab.items()]
     if ab:
         lines += ["### A/B against the reference environment", "",
@@ -138,6 +144,19 @@ def summary_markdown(tests: Sequence[TestRecord]) -> str:
     lines.append("observed: median of the timed rounds ± half the interquartile range; a paired ratio "
                  "(speedup) shows its estimate and 95% interval.")
     return "\n".join(lines) + "\n"
+
+
+def _skipped_lines(tests: Sequence[TestRecord]) -> list[str]:
+    """The skipped tests by reason, each reason from the report that ran the test (its own
+    environment's, e.g. no GPU; not another environment's missing framework)."""
+    reasons: Counter[tuple[str, str]] = Counter(
+        (t.message or "(no reason given)", os.path.basename(t.source)) for t in own_records(tests).values()
+        if t.outcome == "skipped")
+    if not reasons:
+        return []
+    return (["### Skipped", ""]
+            + [f"- {count(n, 'test')}: {_md(reason)} (`{source}`)" for (reason, source), n in reasons.most_common()]
+            + [""])
 
 
 def cmd_summary(args: argparse.Namespace, out: TextIO) -> int:
@@ -300,6 +319,8 @@ def cmd_plot(args: argparse.Namespace, out: TextIO) -> int:
         raise ReportError(f"{outdir}: exists and is not a directory")
     outdir.mkdir(parents=True, exist_ok=True)
     written = plots.draw_all(tests, outdir)
+    for source, reasons in all_skipped(tests).items():
+        print(skipped_note(source, reasons), file=out)
     if not written:
         print(f"no throughput, speedup or scaling figures in {', '.join(args.reports)}: nothing to plot", file=out)
     for path in written:

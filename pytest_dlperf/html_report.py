@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from .junit import LOWER, MetricRecord, ReportError, TestRecord, load, records, test_outcomes
+from .junit import LOWER, MetricRecord, ReportError, TestRecord, all_skipped, load, own_records, records, skipped_note
 from .units import show
 
 #: At most this many runs in the history table (the newest ones).
@@ -71,7 +71,8 @@ def read_runs(paths: Iterable[str | Path]) -> list[Run]:
         started = _started(path, xml)
         run.started = min(run.started, started) if run.started else started
     runs = sorted(by_folder.values(), key=lambda r: (r.started, r.name))
-    if not any(t.metrics for r in runs for t in r.tests):
+    tests = [t for r in runs for t in r.tests]
+    if not any(t.metrics for t in tests) and not (tests and all(t.outcome == "skipped" for t in tests)):
         raise ReportError(f"{', '.join(str(p) for r in runs for p in r.paths)}: no dlperf.* properties in any "
                           "test case; are these reports of a pytest-dlperf run (pytest --junitxml=FILE)?")
     names = Counter(r.name for r in runs)
@@ -83,15 +84,15 @@ def read_runs(paths: Iterable[str | Path]) -> list[Run]:
 
 def unique_tests(tests: Sequence[TestRecord]) -> list[TestRecord]:
     """One record per test: a test in several framework environments' reports counts once, with the
-    outcome ``junit.test_outcomes`` gives it (as ``dlperf summary``) and the figures of every report."""
-    outcomes = test_outcomes(tests)
+    outcome and skip reason of the report that ran it (``junit.own_records``, as ``dlperf summary``) and the
+    figures of every report."""
+    own = own_records(tests)  # outcome and skip reason from the report that ran the test
     best: dict[str, TestRecord] = {}
     for t in tests:
         held = best.get(t.test)
         if held is None:
-            best[t.test] = held = TestRecord(t.test, t.outcome, t.message, t.hardware, [], {}, {}, {}, {}, t.source)
-        if t.outcome == outcomes[t.test] and held.outcome != outcomes[t.test]:
-            held.outcome, held.message = t.outcome, t.message
+            o = own[t.test]
+            best[t.test] = held = TestRecord(t.test, o.outcome, o.message, t.hardware, [], {}, {}, {}, {}, o.source)
         held.metrics += t.metrics
         held.scenarios.update(t.scenarios)
         held.software.update(t.software)
@@ -155,6 +156,8 @@ _METRIC_HEAD = ("<tr>{test}<th>scenario</th><th>metric</th><th>observed</th><th>
 # --- sections ------------------------------------------------------------------------------------
 
 def summary_section(run: Run, tests: list[TestRecord]) -> str:
+    skipped = "".join(f'<p class="skipped">{_e(skipped_note(source, reasons))}</p>'
+                      for source, reasons in all_skipped(run.tests).items())
     outcomes = Counter(t.outcome for t in tests)
     metrics = [m for t in tests for m in t.metrics]
     verdicts = Counter(m.verdict or "recorded" for m in metrics)
@@ -169,7 +172,7 @@ def summary_section(run: Run, tests: list[TestRecord]) -> str:
             + ", ".join(f"<code>{_e(p.name)}</code>" for p in run.paths) + "</p>"
             f'<p><b>{len(tests)} tests</b> (each counted once, whichever framework environments ran it): '
             + " ".join(parts) + "</p>"
-            f'<p><b>{len(metrics)} figures</b>: ' + " ".join(vparts) + "</p>"
+            f'<p><b>{len(metrics)} figures</b>: ' + " ".join(vparts) + "</p>" + skipped
             + ("<p>Hardware: " + ", ".join(f"<code>{_e(h)}</code>" for h in hardware) + "</p>" if hardware else "")
             + ("<details><summary>Software</summary><ul>" + "".join(f"<li><code>{_e(s)}</code></li>"
                                                                    for s in software) + "</ul></details>"
