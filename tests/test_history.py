@@ -213,6 +213,8 @@ def test_html_report_shows_a_chart_per_changed_figure(tmp_path, capsys) -> None:
     page = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
     section = page[page.index('<section id="changes">'):]
     assert section.count("<svg") == 1 and "stroke-dasharray" in section  # the marked change point
+    svg = section[section.index("<svg"):section.index("</svg>") + 6]
+    assert ET.fromstring(svg).tag.endswith("svg")  # well-formed, so a browser draws it
     assert "fp32 throughput" in section and "run 11" in section and "<rect" in section  # the noise bands
     assert "figures without a change" in section
 
