@@ -229,7 +229,7 @@ def analyse(series: Series, max_pvalue: float = MAX_PVALUE, permutations: int = 
         return Analysis(series, [], [_level(values, 0, len(values))] if len(values) else [], first, needed)
     seed = zlib.crc32("\0".join(series.key).encode())  # the same report set gives the same answer
     found = [(first + i, p) for i, p in change_points(values[first:], max_pvalue, permutations, min_size, seed)]
-    cuts = [0, *(i for i, _ in found), len(values)]
+    cuts = [first, *(i for i, _ in found), len(values)]  # runs before the window belong to no level
     levels = [_level(values, lo, hi) for lo, hi in zip(cuts, cuts[1:])]
     newest = levels[-1].mean
     changes = []
@@ -274,8 +274,10 @@ def expand(paths: Iterable[str | Path]) -> list[Path]:
             out += found
         else:
             out.append(p)
-    seen: set[Path] = set()
-    return [p for p in out if not (p.resolve() in seen or seen.add(p.resolve()))]  # type: ignore[func-returns-value]
+    unique: dict[Path, Path] = {}
+    for p in out:  # a file given twice, or also found in a folder given, is one run
+        unique.setdefault(p.resolve(), p)
+    return list(unique.values())
 
 
 def _baseline_points(path: Path) -> list[tuple[tuple[str, str, str, str], str, str | None, Point]]:
@@ -345,8 +347,10 @@ def history(paths: Iterable[str | Path], max_pvalue: float = MAX_PVALUE) -> list
         raise ReportError(f"{', '.join(map(str, paths))}: no dlperf figures and no baseline 'runs' to follow; "
                           "give reports of pytest-dlperf runs (pytest --junitxml=FILE) or baselines/<key>.json")
     analyses = [analyse(s, max_pvalue) for s in series]
-    return sorted(analyses, key=lambda a: (not a.changes, -(a.changes[-1].after.start if a.changes else 0),
-                                           a.series.key))
+    def newest_change(a: Analysis) -> float:
+        return -a.series.points[a.changes[-1].index].when.timestamp() if a.changes else 0.0
+
+    return sorted(analyses, key=lambda a: (not a.changes, newest_change(a), a.series.key))
 
 
 # --- output --------------------------------------------------------------------------------------
