@@ -394,7 +394,7 @@ _NOT_INSTALLED = re.compile(r"\S+ is not installed in this environment")
 
 
 def _rank(t: TestRecord) -> int:
-    if t.outcome == "skipped" and _NOT_INSTALLED.match(t.message):
+    if t.outcome == "skipped" and _NOT_INSTALLED.search(t.message):
         return -1  # below a skip in the test's own environment (no GPU there)
     return _OUTCOME_RANK.get(t.outcome, 0)
 
