@@ -170,7 +170,8 @@ class Series:
     def name(self, with_hardware: bool = False) -> str:
         path, _, rest = self.test.partition("::")
         test = f"{Path(path).name}::{rest}" if rest else self.test
-        return f"{test}::{self.label} {self.metric}" + (f" on {self.hardware}" if with_hardware and self.hardware else "")
+        where = f" on {self.hardware}" if with_hardware and self.hardware else ""
+        return f"{test}::{self.label} {self.metric}{where}"
 
 
 @dataclass

@@ -112,12 +112,19 @@ def test_a_step_that_reverts_did_not_persist_and_sizes_are_relative() -> None:
     assert up.p <= history.MAX_PVALUE
 
 
-def test_a_series_shorter_than_two_levels_is_not_analysed() -> None:
-    points = [history.Point(v, dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc), "r")
-              for v in [1, 1, 1, 5, 5, 5, 5]]
-    a = history.analyse(history.Series("hw", "t", "l", "throughput", points=points))
+def test_a_series_too_short_to_reach_the_significance_is_not_analysed() -> None:
+    from math import comb
+
+    for p in (0.001, 0.01):  # the shortest n where the shuffles that split as a step does are rare enough
+        n = history.min_runs(p)
+        assert 2 / comb(n, history.MIN_SEGMENT) <= p < 2 / comb(n - 1, history.MIN_SEGMENT)
+    when = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    short = history.min_runs() - 1
+    clean_step = [1.0] * (short - history.MIN_SEGMENT) + [5.0] * history.MIN_SEGMENT
+    a = history.analyse(history.Series("hw", "t", "l", "throughput", points=[
+        history.Point(v, when, "r") for v in clean_step]))
     assert a.too_short and a.changes == []
-    assert "too few runs" in history.table([a])[2]
+    assert f"too few runs (fewer than {short + 1})" in history.table([a])[2]
 
 
 # --- real reports --------------------------------------------------------------------------------
@@ -202,7 +209,8 @@ def test_history_of_baseline_runs(tmp_path, capsys) -> None:
         "perf_tests/test_a.py::test_b::fp32@default": {"throughput": entry, "step_time": old}}}), encoding="utf-8")
     assert cli.main(["history", str(path)]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"test_a\.py::test_b::fp32@default throughput\s+20\s+.*run (1[012]) \(2026-11-\1 00:00\)\s+\+\d+\.\d% "
+    assert re.search(r"test_a\.py::test_b::fp32@default throughput\s+20\s+.*"
+                     r"run (1[012]) \(2026-11-\1 00:00\)\s+\+\d+\.\d% "
                      r"\(better\)\s+yes", out), out
     assert "step_time" not in out  # no runs recorded: nothing to follow (the step is at run 11, +-1 run)
 
