@@ -5,6 +5,8 @@
     dlperf compare OLD.xml NEW.xml [--threshold 0.05]    exit 1 when a metric got worse (the tests' rule)
     dlperf plot REPORT.xml [...] --out DIR               PNG charts (needs matplotlib)
     dlperf html REPORT.xml|RUNDIR [...] --out DIR        one self-contained page, with history over runs
+                [--history REPORT.xml|DIR|BASELINE.json ...]  plus change points over those runs
+    dlperf history REPORT.xml|DIR|BASELINE.json [...]    each figure's change points over runs
 
 ``compare`` judges each metric of NEW against OLD with the rule the tests judge a figure against its
 baseline (:func:`pytest_dlperf.judging.verdict.compare` on the per-round samples the reports carry), in the
@@ -24,8 +26,8 @@ from pathlib import Path
 from typing import Sequence, TextIO
 
 from .judging.baselines import Baseline
-from .junit import (HIGHER, MetricRecord, ReportError, TestRecord, direction_of, merge, metrics_by_key,
-                    read_reports, test_outcomes)
+from .junit import (HIGHER, MetricRecord, ReportError, TestRecord, all_skipped, direction_of, merge,
+                    metrics_by_key, own_records, read_reports, skipped_note, test_outcomes)
 from .result import Metric
 from .summary import summarize
 from .units import count, readable, show
@@ -67,8 +69,12 @@ def _md(text: str) -> str:
 # --- merge ---------------------------------------------------------------------------------------
 
 def cmd_merge(args: argparse.Namespace, out: TextIO) -> int:
-    merged = merge(args.inputs)
     target = Path(args.output)
+    for given in args.inputs:
+        if target.resolve() == Path(given).resolve():
+            raise ReportError(f"{target}: the output is also an input, and merging would overwrite it; write "
+                              "the merged report to a new file: dlperf merge OUT.xml IN.xml [IN.xml ...]")
+    merged = merge(args.inputs)
     if not target.parent.is_dir():
         raise ReportError(f"{target.parent}: no such directory to write {target.name} into")
     merged.write(str(target))
@@ -92,11 +98,13 @@ def summary_markdown(tests: Sequence[TestRecord]) -> str:
                  + (f", {count(verdicts['updated'], 'baseline')} updated" if verdicts["updated"] else "")
                  + f", {verdicts['ok']} ok, {len(metrics) - sum(verdicts.values())} recorded only")
     lines.append("")
+    lines += [_md(skipped_note(f"`{source}`", reasons)) + "\n" for source, reasons in all_skipped(tests).items()]
     failing = [t for t in tests if t.outcome in ("failed", "error")]
     if failing:
         lines += ["### Failures", ""]
         lines += [f"- `{t.test}`: {_md(t.message) or '(no message)'}" for t in failing]
         lines.append("")
+    lines += _skipped_lines(tests)
     ab = [(t, label, fields) for t in tests for label, fields in t.ab.items()]
     if ab:
         lines += ["### A/B against the reference environment", "",
@@ -137,6 +145,19 @@ def summary_markdown(tests: Sequence[TestRecord]) -> str:
     lines.append("observed: median of the timed rounds ± half the interquartile range; a paired ratio "
                  "(speedup) shows its estimate and 95% interval.")
     return "\n".join(lines) + "\n"
+
+
+def _skipped_lines(tests: Sequence[TestRecord]) -> list[str]:
+    """The skipped tests by reason, each reason from the report that ran the test (its own
+    environment's, e.g. no GPU; not another environment's missing framework)."""
+    reasons: Counter[tuple[str, str]] = Counter(
+        (t.message or "(no reason given)", os.path.basename(t.source)) for t in own_records(tests).values()
+        if t.outcome == "skipped")
+    if not reasons:
+        return []
+    return (["### Skipped", ""]
+            + [f"- {count(n, 'test')}: {_md(reason)} (`{source}`)" for (reason, source), n in reasons.most_common()]
+            + [""])
 
 
 def cmd_summary(args: argparse.Namespace, out: TextIO) -> int:
@@ -301,6 +322,8 @@ def cmd_plot(args: argparse.Namespace, out: TextIO) -> int:
         raise ReportError(f"{outdir}: exists and is not a directory")
     outdir.mkdir(parents=True, exist_ok=True)
     written = plots.draw_all(tests, outdir)
+    for source, reasons in all_skipped(tests).items():
+        print(skipped_note(source, reasons), file=out)
     if not written:
         print(f"no throughput, speedup or scaling figures in {', '.join(args.reports)}: nothing to plot", file=out)
     for path in written:
@@ -316,8 +339,33 @@ def cmd_html(args: argparse.Namespace, out: TextIO) -> int:
     reports = [r for r in args.reports if not (args.skip_missing and not os.path.exists(r))]
     if not reports:
         raise ReportError(f"none of the reports exist: {', '.join(args.reports)}")
-    target = write(reports, Path(args.out))
+    target = write(reports, Path(args.out), history=args.history, max_pvalue=args.max_pvalue)
     print(target, file=out)
+    return EXIT_OK
+
+
+# --- history -------------------------------------------------------------------------------------
+
+def _pvalue(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; give a p-value such as 0.001") from None
+    if not 0.001 <= value < 1:  # 999 shuffles cannot show a p below 1/1000
+        raise argparse.ArgumentTypeError(f"{value} is out of range; give a p-value in [0.001, 1), e.g. 0.001")
+    return value
+
+
+def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
+    from . import history
+
+    analyses = history.history(args.reports, args.max_pvalue)
+    shown = [a for a in analyses if a.changes] if args.changed_only else analyses
+    for line in history.table(shown) if shown else []:
+        print(line, file=out)
+    print("", file=out)
+    print(history.summary_line(analyses), file=out)
+    print(history.method_line(args.max_pvalue), file=out)
     return EXIT_OK
 
 
@@ -364,7 +412,21 @@ def build_parser() -> argparse.ArgumentParser:
                    "download), the newest run is shown in detail")
     p.add_argument("--out", required=True, metavar="DIR", help="folder for index.html (created if needed)")
     p.add_argument("--skip-missing", action="store_true", help="leave out reports that do not exist")
+    p.add_argument("--history", nargs="+", metavar="REPORT.xml|DIR|BASELINE.json",
+                   help="add a change-point section over these runs' reports (as dlperf history)")
+    p.add_argument("--max-pvalue", type=_pvalue, default=0.001, help="significance of a change point "
+                   "(default 0.001; docs/history.md gives the rates)")
     p.set_defaults(func=cmd_html)
+
+    p = sub.add_parser("history", help="each figure over many runs: the run where it changed, by how much, "
+                       "and whether the change persisted (changed figures first)")
+    p.add_argument("reports", metavar="REPORT.xml|DIR|BASELINE.json", nargs="+",
+                   help="reports of runs of one suite, folders of them (every *.xml under it; a run's time is "
+                   "its testsuite timestamp, else the file's mtime), or baselines/<key>.json with 'runs'")
+    p.add_argument("--changed-only", action="store_true", help="list only the figures that changed")
+    p.add_argument("--max-pvalue", type=_pvalue, default=0.001, help="significance of a change point "
+                   "(default 0.001; 0.01 finds more steps and more false ones: docs/history.md)")
+    p.set_defaults(func=cmd_history)
     return parser
 
 

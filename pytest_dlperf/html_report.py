@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from .junit import LOWER, MetricRecord, ReportError, TestRecord, load, records, test_outcomes
+from .junit import LOWER, MetricRecord, ReportError, TestRecord, all_skipped, load, own_records, records, skipped_note
 from .units import show
 
 #: At most this many runs in the history table (the newest ones).
@@ -71,7 +71,8 @@ def read_runs(paths: Iterable[str | Path]) -> list[Run]:
         started = _started(path, xml)
         run.started = min(run.started, started) if run.started else started
     runs = sorted(by_folder.values(), key=lambda r: (r.started, r.name))
-    if not any(t.metrics for r in runs for t in r.tests):
+    tests = [t for r in runs for t in r.tests]
+    if not any(t.metrics for t in tests) and not (tests and all(t.outcome == "skipped" for t in tests)):
         raise ReportError(f"{', '.join(str(p) for r in runs for p in r.paths)}: no dlperf.* properties in any "
                           "test case; are these reports of a pytest-dlperf run (pytest --junitxml=FILE)?")
     names = Counter(r.name for r in runs)
@@ -83,15 +84,15 @@ def read_runs(paths: Iterable[str | Path]) -> list[Run]:
 
 def unique_tests(tests: Sequence[TestRecord]) -> list[TestRecord]:
     """One record per test: a test in several framework environments' reports counts once, with the
-    outcome ``junit.test_outcomes`` gives it (as ``dlperf summary``) and the figures of every report."""
-    outcomes = test_outcomes(tests)
+    outcome and skip reason of the report that ran it (``junit.own_records``, as ``dlperf summary``) and the
+    figures of every report."""
+    own = own_records(tests)  # outcome and skip reason from the report that ran the test
     best: dict[str, TestRecord] = {}
     for t in tests:
         held = best.get(t.test)
         if held is None:
-            best[t.test] = held = TestRecord(t.test, t.outcome, t.message, t.hardware, [], {}, {}, {}, {}, t.source)
-        if t.outcome == outcomes[t.test] and held.outcome != outcomes[t.test]:
-            held.outcome, held.message = t.outcome, t.message
+            o = own[t.test]
+            best[t.test] = held = TestRecord(t.test, o.outcome, o.message, t.hardware, [], {}, {}, {}, {}, o.source)
         held.metrics += t.metrics
         held.scenarios.update(t.scenarios)
         held.software.update(t.software)
@@ -155,6 +156,8 @@ _METRIC_HEAD = ("<tr>{test}<th>scenario</th><th>metric</th><th>observed</th><th>
 # --- sections ------------------------------------------------------------------------------------
 
 def summary_section(run: Run, tests: list[TestRecord]) -> str:
+    skipped = "".join(f'<p class="skipped">{_e(skipped_note(source, reasons))}</p>'
+                      for source, reasons in all_skipped(run.tests).items())
     outcomes = Counter(t.outcome for t in tests)
     metrics = [m for t in tests for m in t.metrics]
     verdicts = Counter(m.verdict or "recorded" for m in metrics)
@@ -169,7 +172,7 @@ def summary_section(run: Run, tests: list[TestRecord]) -> str:
             + ", ".join(f"<code>{_e(p.name)}</code>" for p in run.paths) + "</p>"
             f'<p><b>{len(tests)} tests</b> (each counted once, whichever framework environments ran it): '
             + " ".join(parts) + "</p>"
-            f'<p><b>{len(metrics)} figures</b>: ' + " ".join(vparts) + "</p>"
+            f'<p><b>{len(metrics)} figures</b>: ' + " ".join(vparts) + "</p>" + skipped
             + ("<p>Hardware: " + ", ".join(f"<code>{_e(h)}</code>" for h in hardware) + "</p>" if hardware else "")
             + ("<details><summary>Software</summary><ul>" + "".join(f"<li><code>{_e(s)}</code></li>"
                                                                    for s in software) + "</ul></details>"
@@ -313,16 +316,18 @@ figcaption{font-size:.9em;color:#444}.test{margin-left:1em}nav a{margin-right:1e
 """
 
 
-def page(runs: list[Run]) -> str:
-    """The whole page for ``runs`` (oldest first): the newest run in detail, the history of all."""
+def page(runs: list[Run], changes: str = "") -> str:
+    """The whole page for ``runs`` (oldest first): the newest run in detail, the history of all;
+    ``changes``: the change-point section (:func:`pytest_dlperf.history.html_section`), if any."""
     run = runs[-1]
     tests = unique_tests(run.tests)
     body = [
         f"<h1>pytest-dlperf report: {_e(run.name)}</h1>",
         '<nav><a href="#summary">Summary</a><a href="#attention">Regressions</a><a href="#tests">Tests</a>'
-        '<a href="#charts">Charts</a><a href="#history">History</a></nav>',
+        '<a href="#charts">Charts</a><a href="#history">History</a>'
+        + ('<a href="#changes">Change points</a>' if changes else "") + "</nav>",
         summary_section(run, tests), attention_section(tests), tests_section(tests), charts_section(tests),
-        history_section(runs),
+        history_section(runs), changes,
         f"<footer><small>Written by dlperf html from {sum(len(r.paths) for r in runs)} reports of {len(runs)} "
         "runs.</small></footer>",
     ]
@@ -331,12 +336,19 @@ def page(runs: list[Run]) -> str:
             + "\n".join(body) + "</body></html>\n")
 
 
-def write(paths: Sequence[str | Path], outdir: Path) -> Path:
-    """Read ``paths`` (reports or folders of them), write ``outdir/index.html``; its path."""
+def write(paths: Sequence[str | Path], outdir: Path, history: Sequence[str | Path] | None = None,
+          max_pvalue: float = 0.001) -> Path:
+    """Read ``paths`` (reports or folders of them), write ``outdir/index.html``; its path. ``history``:
+    the reports of earlier runs whose change points the page shows too."""
     runs = read_runs(paths)
+    changes = ""
+    if history:
+        from . import history as _history
+
+        changes = _history.html_section(_history.history(history, max_pvalue), max_pvalue)
     if outdir.exists() and not outdir.is_dir():
         raise ReportError(f"{outdir}: exists and is not a directory")
     outdir.mkdir(parents=True, exist_ok=True)
     target = outdir / "index.html"
-    target.write_text(page(runs), encoding="utf-8")
+    target.write_text(page(runs, changes), encoding="utf-8")
     return target

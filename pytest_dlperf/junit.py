@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
 from junitparser import Error, Failure, JUnitXml, JUnitXmlError, Properties, Skipped, TestCase, TestSuite
+from junitparser.junitparser import etree
 
 PREFIX = "dlperf."
 #: Suffixes of ``dlperf.<label>.<metric>.<suffix>``: facts about one metric.
@@ -151,10 +153,24 @@ def load(path: str | Path) -> JUnitXml:
 
 
 def merge(inputs: Sequence[str | Path]) -> JUnitXml:
-    """All test suites of ``inputs`` in one report, properties kept, statistics recomputed."""
+    """All test suites of ``inputs`` in one report, properties kept, statistics recomputed; a file
+    given twice, or a report merged with itself, adds its test cases once."""
     merged = JUnitXml()
+    seen: set[Path] = set()
     for path in inputs:
+        if Path(path).resolve() in seen:
+            continue
+        seen.add(Path(path).resolve())
         merged += load(path)
+    for suite in merged:  # junitparser puts the cases of equal suites (same name, host, time) in one
+        kept: set[bytes] = set()
+        for elem in list(suite._elem):
+            if elem.tag != "testcase":
+                continue
+            text = etree.tostring(elem)
+            if text in kept:
+                suite._elem.remove(elem)
+            kept.add(text)
     merged.update_statistics()
     return merged
 
@@ -285,9 +301,15 @@ def record_of(case: TestCase, source: str = "",
                 values[(label, key)] = value
     for (label, metric), text in values.items():
         number = _float(text)
+        extra = extras.get((label, metric), {})
+        if number is None and (extra or direction_of(metric)) and not _parses(text):
+            # a figure (it has metric fields, or a metric's name) that is no number; a note such as
+            # dlperf.<label>.settings is text and stays out of the figures
+            raise ReportError(f"{source or 'report'}: test {rec.test}: property {PREFIX}{label}.{metric} has the "
+                              f"value {text!r}, which is not a number; a dlperf figure must be a number: fix the "
+                              "test that records it, or rerun it")
         if number is None:
             continue
-        extra = extras.get((label, metric), {})
         n = _float(extra.get("n"))
         rec.metrics.append(MetricRecord(
             test=rec.test, label=label, metric=metric, value=number, unit=extra.get("unit", ""),
@@ -302,6 +324,15 @@ def record_of(case: TestCase, source: str = "",
     return rec
 
 
+def _parses(text: str) -> bool:
+    """``text`` is a number, finite or not (``nan`` from a failed measurement is no typo)."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _samples(text: str | None) -> tuple[float, ...]:
     values = [_float(part) for part in (text or "").split()]
     return tuple(v for v in values if v is not None)
@@ -313,21 +344,50 @@ def _interval(text: str | None) -> tuple[float, float] | None:
 
 
 def records(xml: JUnitXml | TestSuite, source: str = "") -> list[TestRecord]:
-    """Every test case of a report, in file order."""
+    """Every test case of a report, in file order; an identical test case (a report merged with
+    itself) once."""
     out = []
+    seen: set[str] = set()
     for suite in [xml] if isinstance(xml, TestSuite) else xml:  # a file whose root is one <testsuite>
         figures = _suite_figures(suite)
-        out += [record_of(case, source, _figures_of(case, figures)) for case in suite]
+        for case in suite:
+            rec = record_of(case, source, _figures_of(case, figures))
+            if repr(rec) not in seen:
+                seen.add(repr(rec))
+                out.append(rec)
     return out
 
 
+def all_skipped(tests: Sequence[TestRecord]) -> dict[str, Counter[str]]:
+    """The reports in which every test was skipped (a GPU workflow's MXNet report on an H100), each
+    with its own skip reasons and how many tests gave each."""
+    by_source: dict[str, list[TestRecord]] = {}
+    for t in tests:
+        by_source.setdefault(t.source, []).append(t)
+    return {source: Counter(t.message or "(no reason given)" for t in ts)
+            for source, ts in by_source.items() if all(t.outcome == "skipped" for t in ts)}
+
+
+def skipped_note(source: str, reasons: Counter[str]) -> str:
+    """One line: every test of ``source`` was skipped, and why (the commonest reason first)."""
+    total = sum(reasons.values())
+    why = "; ".join(f"{reason} ({n} of {total})" if len(reasons) > 1 else reason
+                    for reason, n in reasons.most_common())
+    return f"Every test in {source} was skipped ({total} tests): {why}"
+
+
 def read_reports(paths: Iterable[str | Path], require_metrics: bool = True) -> list[TestRecord]:
-    """The test records of all ``paths``; with ``require_metrics``, a report set without any dlperf figure is an error."""
+    """The test records of all ``paths``; with ``require_metrics``, a report set without any dlperf
+    figure is an error, unless every test in it was skipped (which the summary then says)."""
     out: list[TestRecord] = []
     paths = list(paths)
+    seen: set[Path] = set()
     for path in paths:
+        if Path(path).resolve() in seen:  # one file given twice counts once
+            continue
+        seen.add(Path(path).resolve())
         out += records(load(path), source=str(path))
-    if require_metrics and not any(r.metrics for r in out):
+    if require_metrics and not any(r.metrics for r in out) and not (out and all(r.outcome == "skipped" for r in out)):
         names = ", ".join(str(p) for p in paths)
         raise ReportError(f"{names}: no dlperf.* properties in any test or suite; are these reports of a "
                           "pytest-dlperf run (pytest --junitxml=FILE with tests that use the dlperf fixture)?")
@@ -336,16 +396,31 @@ def read_reports(paths: Iterable[str | Path], require_metrics: bool = True) -> l
 
 #: How one test's runs in several reports (one per framework environment) combine: the worst counts.
 _OUTCOME_RANK = {"error": 3, "failed": 2, "passed": 1, "skipped": 0}
+#: markers.validate's skip where a test's framework is missing: that report is not the test's own.
+_NOT_INSTALLED = re.compile(r"\S+ is not installed in this environment")
+
+
+def _rank(t: TestRecord) -> int:
+    if t.outcome == "skipped" and _NOT_INSTALLED.search(t.message):
+        return -1  # below a skip in the test's own environment (no GPU there)
+    return _OUTCOME_RANK.get(t.outcome, 0)
+
+
+def own_records(tests: Iterable[TestRecord]) -> dict[str, TestRecord]:
+    """One record per test, from the report that ran it: an error or failure in any report, else a
+    pass, else a skip in an environment with the test's framework (its reason: no GPU), else a skip
+    for want of the framework; of equals, the later report."""
+    out: dict[str, TestRecord] = {}
+    for t in tests:
+        if t.test not in out or _rank(t) >= _rank(out[t.test]):
+            out[t.test] = t
+    return out
 
 
 def test_outcomes(tests: Iterable[TestRecord]) -> dict[str, str]:
     """One outcome per test, however many reports ran it: an error or failure in any of them, else
     passed where any run passed, else skipped (a GPU test skipped in every CPU environment)."""
-    out: dict[str, str] = {}
-    for t in tests:
-        if _OUTCOME_RANK.get(t.outcome, 0) >= _OUTCOME_RANK.get(out.get(t.test, ""), -1):
-            out[t.test] = t.outcome
-    return out
+    return {test: t.outcome for test, t in own_records(tests).items()}
 
 
 def metrics_by_key(tests: Iterable[TestRecord]) -> dict[tuple[str, str, str], MetricRecord]:

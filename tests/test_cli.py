@@ -495,3 +495,76 @@ def test_summary_shows_a_b_ratios_and_paired_intervals(tmp_path, capsys):
     assert "| `perf_tests/test_fake.py::test_ab` | fp32 | 0.874x | [0.861, 0.889] | slower | framework=torch " in out
     assert "| setting | speedup | 0.59 [0.556, 0.631] | x |" in out
     assert "| pairs |" not in out and "paired_ratio" not in out  # group bookkeeping is not a metric
+
+
+# --- report defects (issue 23) -----------------------------------------------------------------
+
+GPU_SKIP = "needs 1 CUDA device(s), found 0: run it on a GPU runner (pytest -m gpu)"
+NOT_INSTALLED = "mxnet is not installed in this environment: pip install mxnet"
+
+
+def all_skipped_report(path: Path, reason: str = GPU_SKIP) -> Path:
+    return write_report(path, [case(f"test_mxnet_{i}", [], skipped=reason, classname="perf_tests.test_mx")
+                               for i in range(3)])
+
+
+@pytest.mark.parametrize("command", ["summary", "plot", "html"])
+def test_a_report_where_every_test_was_skipped_is_accepted_and_says_why(tmp_path, capsys, command):
+    report = all_skipped_report(tmp_path / "mxnet.xml")
+    argv = {"summary": ["summary", str(report)], "plot": ["plot", str(report), "--out", str(tmp_path / "p")],
+            "html": ["html", str(report), "--out", str(tmp_path / "h")]}[command]
+    code, out, err = run(capsys, *argv)
+    assert code == 0, err
+    text = (tmp_path / "h" / "index.html").read_text(encoding="utf-8") if command == "html" else out
+    assert f"Every test in {report} was skipped (3 tests): needs 1 CUDA device(s), found 0" in text.replace("`", "")
+
+
+def test_summary_of_a_report_merged_with_itself_counts_each_metric_once(tmp_path, capsys):
+    single = write_report(tmp_path / "a.xml", [amp_case(), scaling_case()])
+    copy = tmp_path / "copy.xml"
+    copy.write_bytes(single.read_bytes())
+    assert run(capsys, "merge", str(tmp_path / "m.xml"), str(single), str(single))[0] == 0
+    assert run(capsys, "merge", str(tmp_path / "c.xml"), str(single), str(copy))[0] == 0
+    _, expected, _ = run(capsys, "summary", str(single))
+    assert "**10 metrics**" in expected
+    # a file that already holds every test case twice (merged before the fix) reads the same
+    doubled = write_report(tmp_path / "d.xml", [amp_case(), scaling_case()] * 2)
+    for report in ("m.xml", "c.xml", "d.xml"):
+        code, out, _ = run(capsys, "summary", str(tmp_path / report))
+        assert code == 0 and out == expected
+    assert JUnitXml.fromfile(str(tmp_path / "m.xml")).tests == JUnitXml.fromfile(str(tmp_path / "c.xml")).tests == 2
+
+
+def test_merge_refuses_to_overwrite_an_input(tmp_path, capsys):
+    a = write_report(tmp_path / "a.xml", [amp_case()])
+    b = write_report(tmp_path / "b.xml", [scaling_case()])
+    before = a.read_bytes()
+    code, _, err = run(capsys, "merge", str(a), str(b), str(tmp_path / "." / "a.xml"))
+    assert code == 2 and a.read_bytes() == before
+    assert err.startswith(f"dlperf merge: error: {a}: the output is also an input") and "new file" in err
+
+
+def test_a_non_numeric_figure_is_named_as_a_usage_error(tmp_path, capsys):
+    props = [("dlperf.fp32.throughput", "fast"), ("dlperf.fp32.throughput.unit", "samples/s"),
+             ("dlperf.fp32.settings", "framework defaults")]  # a note is text, and is fine
+    report = write_report(tmp_path / "r.xml", [case("test_a", props)])
+    for argv in (["summary", str(report)], ["compare", str(report), str(report)]):
+        code, _, err = run(capsys, *argv)
+        assert code == 2 and err.count("\n") == 1
+        assert (f"{report}: test perf_tests/test_fake.py::test_a: property dlperf.fp32.throughput has the value "
+                "'fast', which is not a number") in err
+
+
+def test_each_test_shows_the_skip_reason_of_the_report_that_ran_it(tmp_path, capsys):
+    from pytest_dlperf.html_report import unique_tests
+
+    gpu = all_skipped_report(tmp_path / "mxnet.xml")  # the MXNet environment on a GPU runner without a GPU
+    torch = write_report(tmp_path / "torch.xml", [amp_case()] + [  # the torch environment: no MXNet
+        case(f"test_mxnet_{i}", [], skipped=NOT_INSTALLED, classname="perf_tests.test_mx") for i in range(3)])
+    for order in ([gpu, torch], [torch, gpu]):
+        tests = read_reports(order)
+        mx = [t for t in unique_tests(tests) if "test_mxnet" in t.test]
+        assert [(t.outcome, t.message, t.source) for t in mx] == [("skipped", GPU_SKIP, str(gpu))] * 3
+        code, out, _ = run(capsys, "summary", *map(str, order))
+        assert code == 0
+        assert f"- 3 tests: {GPU_SKIP} (`mxnet.xml`)" in out and "not installed" not in out
