@@ -282,7 +282,7 @@ def expand(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def _baseline_points(path: Path) -> list[tuple[tuple[str, str, str, str], str, str | None, Point]]:
-    from .baselines import split_entry_key
+    from .judging.baselines import split_entry_key
 
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
