@@ -127,6 +127,10 @@ class DlperfRun:
         overrides.setdefault("timeout", settings.timeout)
         if settings.rounds is not None:
             overrides.setdefault("rounds", settings.rounds)
+        if overrides.get("step") is not None or overrides.get("model_factory") is not None:
+            # your module may sit beside the test file or at the rootdir: the child looks there first
+            folders = (str(self._item.path.parent), str(self._item.config.rootpath))
+            overrides.setdefault("import_path", tuple(dict.fromkeys(folders)))
         try:
             return scenario_for(self.profile, framework, model, **overrides)
         except ScenarioError as exc:
