@@ -39,7 +39,7 @@ BATCH_SIZES: dict[str, dict[str, int]] = {
 #: win. ``full`` is GPT-2 small (Radford et al. 2019) with the vocabulary padded to a multiple of 64 as
 #: nanoGPT does; ``smoke`` trains on a CPU in seconds.
 GPT_SIZES: dict[str, dict[str, int]] = {
-    "smoke": dict(layers=2, width=64, heads=4, context=64, vocab=256),
+    "smoke": dict(layers=2, width=128, heads=4, context=128, vocab=512),
     "full": dict(layers=12, width=768, heads=12, context=1024, vocab=50304),
 }
 #: Sequences per step, and AdamW's rate and weight decay (nanoGPT's GPT-2 settings at ``full``).

@@ -92,7 +92,7 @@ class Scenario:
     #: Seconds the whole child may take before it is killed.
     timeout: float = 900.0
     #: Name of this run inside its test ("fp32", "amp"): the baseline entry's key. A scenario with
-    #: ``step`` defaults to its workload name (``model``) instead of its precision.
+    #: ``step`` or ``model_factory`` defaults to its workload name (``model``) instead of its precision.
     label: str = ""
     #: Your own training step: ``"package.module:make_step"``, imported in the child and called with
     #: this scenario; it returns a callable that runs one step and returns the loss (docs/own-training-code.md).
@@ -136,7 +136,7 @@ class Scenario:
             raise ScenarioError(f"env values must be strings; fix {bad_env}")
         _check_user_code(self)
         if not self.label:
-            object.__setattr__(self, "label", self.model if self.step else self.precision)
+            object.__setattr__(self, "label", self.model if self.user_code else self.precision)
         object.__setattr__(self, "env", dict(self.env))
         object.__setattr__(self, "launch_prefix", tuple(self.launch_prefix))
         object.__setattr__(self, "import_path", tuple(self.import_path))
@@ -145,6 +145,11 @@ class Scenario:
     @property
     def uses_channels_last(self) -> bool:
         return self.device == "cuda" if self.channels_last is None else self.channels_last
+
+    @property
+    def user_code(self) -> bool:
+        """Whether the child runs your code (``step`` or ``model_factory``): its name is the default label."""
+        return bool(self.step or self.model_factory)
 
     @property
     def compiled(self) -> bool:
@@ -167,7 +172,7 @@ class Scenario:
     def replace(self, **changes: Any) -> "Scenario":
         if "precision" in changes and "label" not in changes and self.label == self.precision:
             changes["label"] = changes["precision"]
-        elif "precision" in changes and "label" not in changes and self.step and self.label == self.model:
+        elif "precision" in changes and "label" not in changes and self.user_code and self.label == self.model:
             # two precisions of one step in a paired group need two names
             changes["label"] = f"{self.model}-{changes['precision']}"
         return dataclasses.replace(self, **changes)

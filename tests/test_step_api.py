@@ -218,3 +218,25 @@ def test_your_step_in_a_b_mode_runs_under_both_interpreters(pytester: pytest.Pyt
     (test,) = read_reports([pytester.path / "report.xml"])
     assert "tiny_mlp" in test.ab and float(test.ab["tiny_mlp"]["ab_ratio"]) > 0
     assert test.ab["tiny_mlp"]["ab_verdict"] in ("same", "faster", "slower")
+
+
+def test_your_model_in_the_cores_loop(pytester: pytest.Pytester) -> None:
+    """``model_factory=``: your nn.Module, trained by the core's own SGD + cross-entropy on its synthetic images."""
+    project(pytester, """
+def test_mine(dlperf):
+    s = dlperf.scenario("torch", "small_cnn", model_factory="small_cnn:make_model", image_size=16, num_classes=4,
+                        batch_size=8, warmup_steps=2, rounds=3, steps_per_round=4, lr=0.05)
+    run = dlperf.run(s)
+    dlperf.check(run)
+    assert run.label == "small_cnn" and "achieved_tflops" in run.metrics
+    assert run.loss_fell(), run.losses
+""", small_cnn="""
+import torch
+
+def make_model(scenario):
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+                               torch.nn.Flatten(), torch.nn.Linear(8, scenario.num_classes))
+""")
+    result = run(pytester, "proj")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*training torch/small_cnn (model small_cnn:make_model) fp32 on cpu, batch 8, 16px*"])
