@@ -15,6 +15,9 @@ if [ "${KEEP:-0}" != 1 ]; then trap 'rm -rf "$WORK"' EXIT; fi
 # A shared CI machine's figures drift between quiet runs (.ci/run); the gross slowdown below is caught at
 # this tolerance too. An explicit DLPERF_TOLERANCE wins.
 export DLPERF_TOLERANCE="${DLPERF_TOLERANCE:-0.5}"
+# One compute thread: a second OpenMP thread waiting for a core that another job holds makes a shared
+# machine's step times swing far more than one thread sharing a core does. An explicit setting wins.
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 
 step() { printf '\n=== %s\n' "$*"; }
 fail() { printf '\nFAILED: %s\n' "$*" >&2; exit 1; }

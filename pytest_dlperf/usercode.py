@@ -8,12 +8,13 @@ are dropped): the test fails with the traceback you would have got running the c
 from __future__ import annotations
 
 import importlib
+import numbers
 import os
 import sys
 import traceback
 from typing import Any, Callable, Sequence
 
-from .scenario import parse_entry
+from .scenario import Scenario, parse_entry
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -85,3 +86,57 @@ def load(setting: str, value: str, import_path: Sequence[str]) -> Callable[..., 
     if not callable(target):
         raise UserCodeError(f"{setting}={value!r} names a {type(target).__name__}, not a function", "")
     return target
+
+
+def _count(name: str, value: Any, step: str, *, integer: bool) -> Any:
+    kind = numbers.Integral if integer else numbers.Real
+    if isinstance(value, bool) or not isinstance(value, kind) or value <= 0:
+        need = "a positive integer" if integer else "a positive number"
+        raise UserCodeError(f"step={step!r}: the step's {name}={value!r} must be {need}", "")
+    return int(value) if integer else float(value)
+
+
+class UserStep:
+    """Your ``make_step(scenario)`` called, and what the step it returned says about itself.
+
+    ``samples_per_step`` (default ``scenario.batch_size``), ``flops_per_step`` (optional) and
+    ``unit`` ("tokens": throughput in tokens/s) are read from the returned callable's attributes.
+    """
+
+    def __init__(self, scenario: Scenario):
+        step = scenario.step or ""
+        make_step = load("step", step, scenario.import_path)
+        self.function = call(f"{step}(scenario)", make_step, scenario)
+        if not callable(self.function):
+            raise UserCodeError(
+                f"{step}(scenario) returned {type(self.function).__name__} {self.function!r:.80}, not a callable: "
+                "return the function that runs one training step and returns its loss", "")
+        self.samples_per_step = _count("samples_per_step", getattr(self.function, "samples_per_step",
+                                                                    scenario.batch_size), step, integer=True)
+        flops = getattr(self.function, "flops_per_step", None)
+        self.flops_per_step = None if flops is None else _count("flops_per_step", flops, step, integer=False)
+        unit = getattr(self.function, "unit", None)
+        if unit is not None and (not isinstance(unit, str) or not unit.strip() or "/" in unit):
+            raise UserCodeError(f"step={step!r}: the step's unit={unit!r} must name what a sample is, e.g. "
+                                "'tokens'", "")
+        self.unit = unit.strip() if unit is not None else None
+        self.what = f"step {step}"
+
+    def __call__(self) -> Any:
+        return call(self.what, self.function)
+
+    def not_a_loss(self, value: Any, shape: Any = None) -> UserCodeError:
+        """The error for a step that returned ``value`` instead of its loss."""
+        if shape is not None:
+            return UserCodeError(f"{self.what} returned a tensor of shape {tuple(shape)}; return the loss, a scalar "
+                                 "(e.g. the mean of per-sample losses)", "")
+        return UserCodeError(f"{self.what} returned {type(value).__name__} {value!r:.80}; return the step's loss, a "
+                             "float or a scalar tensor (what it processed goes in the step's samples_per_step "
+                             "attribute)", "")
+
+    def throughput_unit(self, metrics: dict[str, Any]) -> None:
+        """Throughput in your unit ("tokens/s") when the step named one."""
+        import dataclasses
+
+        if self.unit is not None and "throughput" in metrics:
+            metrics["throughput"] = dataclasses.replace(metrics["throughput"], unit=f"{self.unit}/s")

@@ -30,6 +30,7 @@ CORES = {
 #: The cores that run your own ``step`` (``Scenario.step``) instead of a built-in model.
 STEP_CORES = {
     "torch": "pytest_dlperf.cores.torch_step",
+    "tensorflow": "pytest_dlperf.cores.tf_step",
 }
 #: The built-in GPT-style language model (``model="gpt"``) has its own core.
 MODEL_CORES = {("torch", "gpt"): "pytest_dlperf.cores.torch_gpt"}

@@ -12,8 +12,10 @@ import sys
 import pytest
 
 from pytest_dlperf.junit import read_reports
+from pytest_dlperf.profiles import scenario_for
+from pytest_dlperf.scenario import Scenario, ScenarioError
 
-pytestmark = pytest.mark.framework("torch")
+TORCH = pytest.mark.framework("torch")
 
 #: A tiny MLP classifier; ``samples_per_step``/``unit`` say one step processes 3 "rows" per sample.
 STEP_MODULE = """
@@ -62,6 +64,7 @@ def project(pytester: pytest.Pytester, test: str, **modules: str) -> None:
         (folder / f"{name}.py").write_text(text)
 
 
+@TORCH
 def test_step_beside_the_test_is_trained_and_its_figures_reach_junit(pytester: pytest.Pytester) -> None:
     project(pytester, STEP_TEST, tiny_model=STEP_MODULE)
     result = run(pytester, "proj", "--junitxml=report.xml")
@@ -78,6 +81,7 @@ def test_step_beside_the_test_is_trained_and_its_figures_reach_junit(pytester: p
     assert "torch/tiny_mlp (step tiny_model:make_step)" in test.scenarios["tiny_mlp"]
 
 
+@TORCH
 def test_step_baselines_round_trip_under_the_workload_name(pytester: pytest.Pytester) -> None:
     project(pytester, STEP_TEST, tiny_model=STEP_MODULE)
     run(pytester, "proj", "--update-baselines").assert_outcomes(passed=1)
@@ -137,6 +141,7 @@ def make_vector_step(scenario):
 """
 
 
+@TORCH
 def test_errors_in_your_code_fail_that_test_with_your_traceback(pytester: pytest.Pytester) -> None:
     project(pytester, FAILING_TESTS, broken_model=BROKEN_MODULE, tiny_model=STEP_MODULE)
     result = run(pytester, "proj")
@@ -208,6 +213,7 @@ def test_bad(dlperf):
                                  "name; e.g. step='my_model:make_step'*"])
 
 
+@TORCH
 def test_your_step_in_a_b_mode_runs_under_both_interpreters(pytester: pytest.Pytester) -> None:
     """Paired children (``--paced``) import your step too, the reference interpreter's included."""
     project(pytester, STEP_TEST.replace("dlperf.check(run)\n", "dlperf.check(run)\n    return\n"),
@@ -220,6 +226,7 @@ def test_your_step_in_a_b_mode_runs_under_both_interpreters(pytester: pytest.Pyt
     assert test.ab["tiny_mlp"]["ab_verdict"] in ("same", "faster", "slower")
 
 
+@TORCH
 def test_your_model_in_the_cores_loop(pytester: pytest.Pytester) -> None:
     """``model_factory=``: your nn.Module, trained by the core's own SGD + cross-entropy on its synthetic images."""
     project(pytester, """
@@ -240,3 +247,87 @@ def make_model(scenario):
     result = run(pytester, "proj")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*training torch/small_cnn (model small_cnn:make_model) fp32 on cpu, batch 8, 16px*"])
+
+
+TF_STEP_MODULE = """
+import tensorflow as tf
+
+def make_step(scenario):
+    tf.random.set_seed(scenario.seed)
+    model = tf.keras.Sequential([tf.keras.Input((16,)), tf.keras.layers.Dense(32, activation="relu"),
+                                 tf.keras.layers.Dense(4)])
+    optimizer = tf.keras.optimizers.SGD(0.2)
+    x = tf.random.normal((scenario.batch_size, 16))
+    y = tf.cast(x[:, 0] > 0, tf.int32) + 2 * tf.cast(x[:, 1] > 0, tf.int32)
+    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    @tf.function(jit_compile=scenario.jit_compile)
+    def step():
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        return loss
+
+    step.samples_per_step = 2 * scenario.batch_size  # a tf.function takes attributes like any function
+    return step
+
+def make_bad_step(scenario):
+    def step():
+        return tf.constant([1.0, 2.0])
+    return step
+"""
+
+
+@pytest.mark.framework("tensorflow")
+def test_a_tf_function_step_is_trained_and_checked(pytester: pytest.Pytester) -> None:
+    project(pytester, """
+def test_mine(dlperf):
+    run = dlperf.run(dlperf.scenario("tensorflow", "tf_mlp", step="tf_model:make_step", batch_size=8,
+                                     warmup_steps=2, rounds=3, steps_per_round=5))
+    dlperf.check(run)
+    assert run.loss_fell(), run.losses
+    assert run.throughput.samples == __import__("pytest").approx([5 * 16 / t for t in run.details["round_seconds"]])
+
+def test_vector_loss(dlperf):
+    dlperf.run(dlperf.scenario("tensorflow", "tf_bad", step="tf_model:make_bad_step", rounds=1, steps_per_round=1))
+""", tf_model=TF_STEP_MODULE)
+    result = run(pytester, "proj", "--junitxml=report.xml")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*scenario 'tf_bad' failed: error in your code: UserCodeError: step "
+                                 "tf_model:make_bad_step returned a tensor of shape (2,); return the loss*"])
+    test = next(t for t in read_reports([pytester.path / "report.xml"]) if t.test.endswith("test_mine"))
+    assert {m.metric for m in test.metrics if m.label == "tf_mlp"} >= {"throughput", "peak_host_memory"}
+    assert "tensorflow/tf_mlp (step tf_model:make_step)" in test.scenarios["tf_mlp"]
+
+
+def test_a_step_scenario_is_named_by_its_workload_and_crosses_as_json() -> None:
+    s = scenario_for("smoke", "torch", "my_lm", step="pkg.models:make_step", import_path=("/a", "/b"),
+                     model_config={"hidden": 64})
+    assert s.label == "my_lm" and s.user_code
+    assert Scenario.from_dict(__import__("json").loads(s.to_json())) == s
+    # two precisions of one step get two names, so a paired group can hold both
+    assert s.replace(precision="amp_bf16").label == "my_lm-amp_bf16"
+    assert s.replace(precision="amp_bf16", label="fast").label == "fast"
+
+
+@pytest.mark.parametrize("settings, message", [
+    (dict(step="m:f", model_factory="m:g"), "either step= *or model_factory="),
+    (dict(framework="mxnet", step="m:f"), "step= is supported for torch, tensorflow; not yet for mxnet"),
+    (dict(model="my lm", step="m:f"), "the workload name 'my lm' keys the baselines"),
+    (dict(model="a@b", step="m:f"), "the workload name 'a@b' keys the baselines"),
+    (dict(step="m:f", data="jpeg", data_dir="/d"), "with step= your step reads its own data"),
+    (dict(step="m:f", model_config={"x": object()}), "model_config must hold JSON values"),
+    (dict(model_factory="m:g", framework="tensorflow"), "model_factory= is supported for torch"),
+])
+def test_user_code_settings_are_checked_with_the_fix(settings: dict, message: str) -> None:
+    fields = {"framework": "torch", "model": "mine", **settings}
+    with pytest.raises(ScenarioError, match=message.replace("*", ".*").replace("(", r"\(")):
+        Scenario(**fields)
+
+
+def test_gpt_sizes_are_checked() -> None:
+    assert scenario_for("smoke", "torch", "gpt", model_config={"layers": 1}).model_config["layers"] == 1
+    with pytest.raises(ScenarioError, match="width=100 must be divisible by heads=3"):
+        scenario_for("smoke", "torch", "gpt", model_config={"width": 100, "heads": 3})
+    with pytest.raises(ScenarioError, match=r"unknown \['depth'\]"):
+        scenario_for("smoke", "torch", "gpt", model_config={"depth": 3})
