@@ -4,7 +4,7 @@
 #   1. the first run passes and reports missing baselines,
 #   2. pytest --update-baselines three times (each run adds one run to every figure's history),
 #   3. the next run passes against them,
-#   4. a grossly slowed step (TINY_LM_REPEAT=4: four forward/backward passes per step) fails as a regression.
+#   4. a grossly slowed step (TINY_LM_REPEAT=6: six forward/backward passes per step) fails as a regression.
 # PYTHON picks the interpreter the venv is made from (default python3); KEEP=1 keeps the temporary folder.
 set -euo pipefail
 
@@ -35,7 +35,12 @@ expect() {  # expect NAME PATTERN: the log of run NAME has a line matching the e
 }
 
 step "building this repository's wheel"
-"$PYTHON" -m pip wheel -q --no-deps -w "$WORK/dist" "$REPO"
+# from a copy without build outputs: setuptools would package a stale build/ folder's modules too,
+# and the checkout stays as it was
+mkdir "$WORK/src"
+tar -C "$REPO" --exclude=./.git --exclude=./.tox --exclude=./build --exclude='*.egg-info' --exclude=./reports \
+  -cf - . | tar -C "$WORK/src" -xf -
+"$PYTHON" -m pip wheel -q --no-deps -w "$WORK/dist" "$WORK/src"
 WHEEL="$(ls "$WORK"/dist/pytest_dlperf-*.whl)"
 
 step "a fresh venv with the wheel and its torch extra (torch 2.14.1, the CPU is all the example uses)"
@@ -66,8 +71,8 @@ run_pytest compare
 expect compare "tiny_lm +throughput .* tokens/s .* (ok|improvement|inconclusive)"
 expect compare " 0 regressions"
 
-step "4. a slowed step (TINY_LM_REPEAT=4: four forward/backward passes per step) fails as a regression"
-export TINY_LM_REPEAT=4
+step "4. a slowed step (TINY_LM_REPEAT=6: six forward/backward passes per step) fails as a regression"
+export TINY_LM_REPEAT=6
 run_pytest slowed
 unset TINY_LM_REPEAT
 [ "$code" = 1 ] || fail "the slowed run exited $code, expected 1 (a test failed)"

@@ -201,7 +201,8 @@ class Scenario:
                 f"{self.device}, batch {self.batch_size}, {self.rounds}x{self.steps_per_round} steps after "
                 f"{self.warmup_steps} warm-up"
             )
-        shape = f"{self.image_size}px" if self.model != "gpt" else _gpt_shape(self.model_config)
+        gpt = self.framework == "torch" and self.model == "gpt" and not self.model_factory
+        shape = _gpt_shape(self.model_config) if gpt else f"{self.image_size}px"
         model = self.model if not self.model_factory else f"{self.model} (model {self.model_factory})"
         return (
             f"{self.framework}/{model} {self.precision}{self._compilation_text()} on {self.device}, "

@@ -331,3 +331,16 @@ def test_gpt_sizes_are_checked() -> None:
         scenario_for("smoke", "torch", "gpt", model_config={"width": 100, "heads": 3})
     with pytest.raises(ScenarioError, match=r"unknown \['depth'\]"):
         scenario_for("smoke", "torch", "gpt", model_config={"depth": 3})
+
+
+@TORCH
+def test_a_step_in_a_src_layout_is_found_through_pytests_pythonpath(pytester: pytest.Pytester) -> None:
+    """A project whose code sits under src/ (not installed) names it in pytest's ``pythonpath`` ini key."""
+    pytester.makeini("[pytest]\npythonpath = src\n")
+    (pytester.path / "src" / "mypkg").mkdir(parents=True)
+    (pytester.path / "src" / "mypkg" / "__init__.py").write_text("")
+    (pytester.path / "src" / "mypkg" / "training.py").write_text(STEP_MODULE)
+    project(pytester, STEP_TEST.replace("tiny_model:make_step", "mypkg.training:make_step"))
+    result = run(pytester, "proj")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*training torch/tiny_mlp (step mypkg.training:make_step)*"])
