@@ -110,6 +110,13 @@ def test_wrong_return(dlperf):
     dlperf.run(dlperf.scenario("torch", "vector", step="broken_model:make_vector_step", rounds=1,
                                steps_per_round=2))
 
+def test_nan_loss(dlperf):
+    dlperf.run(dlperf.scenario("torch", "diverges", step="broken_model:make_nan_step", rounds=1, steps_per_round=2))
+
+def test_hangs(dlperf):
+    dlperf.run(dlperf.scenario("torch", "stuck", step="broken_model:make_stuck_step", rounds=1, steps_per_round=2,
+                               timeout=15))
+
 def test_after(dlperf):
     run = dlperf.run(dlperf.scenario("torch", "tiny_mlp", step="tiny_model:make_step", rounds=1, steps_per_round=2))
     assert len(run.losses) == run.scenario.total_steps
@@ -138,6 +145,13 @@ def make_nothing(scenario):
 
 def make_vector_step(scenario):
     return lambda: torch.ones(3)
+
+def make_nan_step(scenario):
+    return lambda: float("nan")
+
+def make_stuck_step(scenario):
+    import time
+    return lambda: time.sleep(600)
 """
 
 
@@ -145,7 +159,7 @@ def make_vector_step(scenario):
 def test_errors_in_your_code_fail_that_test_with_your_traceback(pytester: pytest.Pytester) -> None:
     project(pytester, FAILING_TESTS, broken_model=BROKEN_MODULE, tiny_model=STEP_MODULE)
     result = run(pytester, "proj")
-    result.assert_outcomes(failed=4, passed=1)
+    result.assert_outcomes(failed=6, passed=1)
     out = result.stdout.str()
     result.stdout.fnmatch_lines([
         "*scenario 'broken' failed: error in your code: UserCodeError: step broken_model:make_step raised "
@@ -172,6 +186,9 @@ def test_errors_in_your_code_fail_that_test_with_your_traceback(pytester: pytest
     ])
     result.stdout.fnmatch_lines(["*scenario 'vector' failed: error in your code: UserCodeError: step "
                                  "broken_model:make_vector_step returned a tensor of shape (3,); return the loss*"])
+    result.stdout.fnmatch_lines(["*scenario 'diverges' failed: non-finite loss: NonFiniteLoss: loss became nan at "
+                                 "step 0, no loss scaling*"])
+    result.stdout.fnmatch_lines(["*scenario 'stuck' failed: timed out: no result after 15 s; the child was killed*"])
     # the user's traceback holds the user's frames only, not the plugin's
     yours = [block.split("--- last output of the child ---")[0] for block in out.split("--- your code's traceback ---")[1:]]
     assert len(yours) == 3 and not any("pytest_dlperf" in block for block in yours), yours
