@@ -87,6 +87,8 @@ def core_module(scenario: Scenario) -> str:
     """The module whose ``train(scenario, progress)`` runs ``scenario``."""
     if scenario.step:
         return STEP_CORES[scenario.framework]
+    if scenario.model_factory:  # your model in the framework's own loop, whatever its name
+        return CORES[scenario.framework]
     return MODEL_CORES.get((scenario.framework, scenario.model), CORES[scenario.framework])
 
 

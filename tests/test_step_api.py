@@ -361,3 +361,13 @@ def test_a_step_in_a_src_layout_is_found_through_pytests_pythonpath(pytester: py
     result = run(pytester, "proj")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*training torch/tiny_mlp (step mypkg.training:make_step)*"])
+
+
+def test_the_worker_picks_the_core_that_runs_the_scenario() -> None:
+    from pytest_dlperf.worker import core_module
+
+    assert core_module(scenario_for("smoke", "torch", "gpt")) == "pytest_dlperf.cores.torch_gpt"
+    assert core_module(scenario_for("smoke", "torch", "gpt", step="m:f")) == "pytest_dlperf.cores.torch_step"
+    assert core_module(scenario_for("smoke", "torch", "gpt", model_factory="m:g")) == "pytest_dlperf.cores.torch_core"
+    assert core_module(scenario_for("smoke", "tensorflow", "x", step="m:f")) == "pytest_dlperf.cores.tf_step"
+    assert core_module(scenario_for("smoke", "torch", "resnet18")) == "pytest_dlperf.cores.torch_core"
