@@ -1,6 +1,6 @@
 """How often do the verdicts cry wolf, and do they catch a real slowdown?  (Not a pytest test.)
 
-A benchmark of ``pytest_dlperf.verdict.compare`` itself, with the real PyTorch core
+A benchmark of ``pytest_dlperf.judging.verdict.compare`` itself, with the real PyTorch core
 timed in-process by the plugin's own harness (``TorchTrainingLoop`` + ``measure``) at
 the smoke profile's shapes (resnet18, 64 px, batch 16, 5 rounds x 4 steps).
 
@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from pytest_dlperf import verdict
-from pytest_dlperf.baselines import Baseline, BaselineStore
+from pytest_dlperf.judging.baselines import Baseline, BaselineStore
 from pytest_dlperf.profiles import scenario_for
 from pytest_dlperf.result import Metric, metric_from
 from pytest_dlperf.scenario import Scenario
@@ -307,7 +307,7 @@ def paired_trials(args: argparse.Namespace, s: Scenario, describe: str) -> dict[
     from pytest_dlperf.devicelock import device_lock
     from pytest_dlperf.paired import Variant, run_paired
     from pytest_dlperf.runner import run_scenario
-    from pytest_dlperf.stats import decide
+    from pytest_dlperf.judging.stats import decide
 
     bench = str(Path(__file__).resolve().parent)
     workdir = Path(tempfile.mkdtemp(prefix="dlperf-paired-power-"))
@@ -382,7 +382,7 @@ def process_luck(trials: Sequence[dict[str, Any]], processes: int) -> None:
 
 
 def paired_report(data: dict[str, Any], describe: str) -> int:
-    from pytest_dlperf.stats import FASTER, SLOWER, PairedRatio, decide
+    from pytest_dlperf.judging.stats import FASTER, SLOWER, PairedRatio, decide
 
     trials = data["trials"]
     n = len(trials)

@@ -43,7 +43,7 @@ import warnings
 import pytest
 
 from pytest_dlperf.settings import DEFAULT_AB_THRESHOLD as AB_THRESHOLD
-from pytest_dlperf.stats import SLOWER, decide
+from pytest_dlperf.judging.stats import SLOWER, decide
 from pytest_dlperf.tuning import SlowdownWarning
 
 #: CPU: processes per variant and pairs (see the module docstring for why fewer than the default).

@@ -20,7 +20,7 @@ import pytest
 
 from pytest_dlperf import tuning
 from pytest_dlperf.environment import memory_policy
-from pytest_dlperf.stats import SLOWER, decide
+from pytest_dlperf.judging.stats import SLOWER, decide
 
 MODEL = "resnet50"  # the seed's model
 SMOKE = dict(image_size=32, batch_size=8, warmup_steps=2, steps_per_round=4)

@@ -30,7 +30,7 @@ from pytest_dlperf.environment import usable_cpus
 from pytest_dlperf.loaders import classify
 from pytest_dlperf.paired import Variant
 from pytest_dlperf.settings import DEFAULT_AB_THRESHOLD as THRESHOLD
-from pytest_dlperf.stats import SLOWER, decide
+from pytest_dlperf.judging.stats import SLOWER, decide
 from pytest_dlperf.worker import REAL_DATA, missing_capability
 
 MODEL = "resnet18"  # seed 001's data-bound model

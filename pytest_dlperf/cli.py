@@ -7,7 +7,7 @@
     dlperf html REPORT.xml|RUNDIR [...] --out DIR        one self-contained page, with history over runs
 
 ``compare`` judges each metric of NEW against OLD with the rule the tests judge a figure against its
-baseline (:func:`pytest_dlperf.verdict.compare` on the per-round samples the reports carry), in the
+baseline (:func:`pytest_dlperf.judging.verdict.compare` on the per-round samples the reports carry), in the
 direction the report records for the metric.
 
 Exit codes: 0 fine, 1 ``compare`` found a metric worse than the tolerance, 2 bad input.
@@ -23,14 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence, TextIO
 
-from .baselines import Baseline
+from .judging.baselines import Baseline
 from .junit import (HIGHER, MetricRecord, ReportError, TestRecord, direction_of, merge, metrics_by_key,
                     read_reports, test_outcomes)
 from .result import Metric
 from .summary import summarize
 from .units import count, readable, show
-from .verdict import IMPROVEMENT, OK, REGRESSION, tolerance_for
-from .verdict import compare as verdict_compare
+from .judging.gates import Pool, floor_for
+from .judging.verdict import IMPROVEMENT, INCONCLUSIVE, OK, REGRESSION
+from .judging.verdict import compare as verdict_compare
 
 EXIT_OK, EXIT_WORSE, EXIT_USAGE = 0, 1, 2
 OUTCOME_MARK = {"passed": "✅", "failed": "❌", "error": "💥", "skipped": "⏭️"}
@@ -157,9 +158,10 @@ def cmd_summary(args: argparse.Namespace, out: TextIO) -> int:
 
 # --- compare -------------------------------------------------------------------------------------
 
-WORSE, BETTER, SAME, UNJUDGED = "WORSE", "better", "same", "not judged (direction unknown)"
+WORSE, BETTER, SAME, UNDECIDED, UNJUDGED = ("WORSE", "better", "same", "inconclusive",
+                                            "not judged (direction unknown)")
 RECORDED = "recorded (the tests do not judge it)"
-_STATUS = {REGRESSION: WORSE, IMPROVEMENT: BETTER, OK: SAME}
+_STATUS = {REGRESSION: WORSE, IMPROVEMENT: BETTER, OK: SAME, INCONCLUSIVE: UNDECIDED}
 
 
 @dataclass(frozen=True)
@@ -184,34 +186,34 @@ def _direction(old: MetricRecord, new: MetricRecord) -> tuple[str | None, bool]:
     return direction_of(new.metric), True
 
 
-def judge(old: MetricRecord, new: MetricRecord, tolerance: float) -> Change:
-    """OLD is the baseline, NEW the measurement: ``verdict.compare`` on the samples both reports carry.
+def judge(old: MetricRecord, new: MetricRecord, tolerance: float, history: Sequence[float] = ()) -> Change:
+    """OLD is the baseline, NEW the measurement, judged with the tests' rule (``verdict.compare``).
 
-    Reports written before the samples were recorded hold medians only: those are judged on the
-    medians against the plain tolerance (no widening by the noise, no rank test), and say so.
+    One report is one run: the noise a change is judged against is the run-to-run spread NEW's
+    test recorded for the figure (its baseline history), when it recorded one; else the noise is
+    unknown and a change beyond the tolerance is inconclusive. ``history``: the figure's values in
+    earlier runs (``--history``), recorded runs beside OLD's.
     """
     direction, guessed = _direction(old, new)
     delta = (new.value - old.value) / abs(old.value) if old.value else None
     if direction is None:
         return Change(UNJUDGED, delta, basis="-", guessed_direction=guessed)
-    tolerance = tolerance_for(new.metric, tolerance)
-    if not (old.samples and new.samples):
-        if delta is None:
-            return Change(UNJUDGED, delta, basis="medians", guessed_direction=guessed)
-        worse = -delta if direction == HIGHER else delta
-        status = WORSE if worse > tolerance else BETTER if -worse > tolerance else SAME
-        return Change(status, delta, tolerance, basis="medians", guessed_direction=guessed)
-    paired = new.interval is not None
-    metric = Metric(name=new.metric, samples=new.samples, unit=new.unit, direction=direction,
-                    estimate=new.value if paired else None, interval=new.interval)
+    tolerance = floor_for(new.metric, tolerance)
+    metric = Metric(name=new.metric, samples=new.samples or (new.value,), unit=new.unit, direction=direction,
+                    estimate=new.value, interval=new.interval)
     baseline = Baseline(value=old.value, unit=old.unit, direction=direction, samples=old.samples,
-                        iqr=summarize(old.samples).iqr, software={}, recorded="")
-    v = verdict_compare(new.test, new.label, metric, baseline, tolerance)
-    return Change(_STATUS[v.status], v.delta, v.tolerance, v.p_value, guessed_direction=guessed)
+                        iqr=summarize(old.samples).iqr if old.samples else 0.0, software={}, recorded="",
+                        runs=(*history, old.value))
+    pool = Pool(new.noise, max((new.runs or 1) - 1, 0)) if new.noise is not None else None
+    v = verdict_compare(new.test, new.label, metric, baseline, tolerance, pool=pool)
+    basis = "recorded noise" if (pool is not None and pool.df) or history else "tolerance only"
+    return Change(_STATUS[v.status], v.delta, v.gate if v.gate is not None else v.tolerance, v.p_value,
+                  basis=basis, guessed_direction=guessed)
 
 
 def compare_rows(old: dict[tuple[str, str, str], MetricRecord], new: dict[tuple[str, str, str], MetricRecord],
-                 threshold: float) -> tuple[list[tuple[str, ...]], Counter[str]]:
+                 threshold: float, history: dict[tuple[str, str, str], list[float]] | None = None,
+                 ) -> tuple[list[tuple[str, ...]], Counter[str]]:
     rows: list[tuple[str, ...]] = []
     counts: Counter[str] = Counter()
     for key in sorted(set(old) | set(new)):
@@ -229,13 +231,13 @@ def compare_rows(old: dict[tuple[str, str, str], MetricRecord], new: dict[tuple[
             rows.append((name, metric, show(o.value, o.unit), show(n.value, n.unit),
                          _pct((n.value - o.value) / abs(o.value) if o.value else None), "-", RECORDED))
             continue
-        change = judge(o, n, threshold)
+        change = judge(o, n, threshold, (history or {}).get(key, ()))
         counts[change.status] += 1
-        counts["basis:" + change.basis] += 1
+        counts["basis:" + change.basis] += 1 if change.status != UNJUDGED else 0
         counts["guessed"] += change.guessed_direction and change.status != UNJUDGED
         notes = [f"p={change.p_value:.3f}"] if change.p_value is not None else []
-        if change.basis == "medians":
-            notes.append("medians only")
+        if change.basis == "tolerance only" and change.status == UNDECIDED:
+            notes.append("noise unknown")
         if change.guessed_direction and change.status != UNJUDGED:
             notes.append("direction from name")
         tol = f"±{change.tolerance:.1%}" if change.tolerance is not None else "-"
@@ -262,23 +264,24 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
     if not set(old) & set(new):
         raise ReportError(f"{args.old} and {args.new} have no metric in common (same test, scenario label and "
                           "metric name); compare two runs of the same tests")
-    rows, counts = compare_rows(old, new, args.threshold)
+    history: dict[tuple[str, str, str], list[float]] = {}
+    for path in args.history:
+        for key, record in metrics_by_key(read_reports([path])).items():
+            history.setdefault(key, []).append(record.value)
+    rows, counts = compare_rows(old, new, args.threshold, history)
     for line in _table(("scenario", "metric", "old", "new", "delta", "tolerance", "change"), rows):
         print(line, file=out)
-    judged = counts[WORSE] + counts[BETTER] + counts[SAME]
+    judged = counts[WORSE] + counts[BETTER] + counts[SAME] + counts[UNDECIDED]
     print("", file=out)
     print(f"{count(judged, 'metric')} compared (tolerance {args.threshold:.1%}, the tests' rule): {counts[WORSE]} worse, "
-          f"{counts[BETTER]} better, {counts[SAME]} within the tolerance; "
+          f"{counts[BETTER]} better, {counts[SAME]} within the tolerance, {counts[UNDECIDED]} inconclusive; "
           f"{counts[UNJUDGED]} not judged, {counts[RECORDED]} recorded only (not judged by the tests either), "
           f"{counts['only in OLD']} only in {args.old}, "
           f"{counts['only in NEW']} only in {args.new}.", file=out)
-    print("Judged as the tests judge a figure against its baseline (OLD as the baseline): worse than the "
-          "tolerance, widened by the noise of both sides' rounds, and, with enough rounds, a Mann-Whitney "
-          "p < 0.05.", file=out)
-    if counts["basis:medians"]:
-        print(f"note: {counts['basis:medians']} metrics judged on medians only against the plain tolerance: "
-              "a report without per-round samples (written before pytest-dlperf recorded them); rerun to "
-              "judge them on their samples.", file=out)
+    print("Judged as the tests judge a figure against its baseline (OLD as the baseline, one run): a change "
+          "beyond the tolerance is worse or better only beyond the figure's own run-to-run noise, as NEW's "
+          "test recorded it from its baseline history; where NEW recorded none, the noise is unknown and the "
+          "change is inconclusive (docs/verdicts.md).", file=out)
     if counts["guessed"]:
         print(f"note: {counts['guessed']} metrics have no recorded direction (an older report): which way is "
               "better was taken from the metric's name.", file=out)
@@ -341,6 +344,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "exit 1 if one got worse")
     p.add_argument("old", metavar="OLD.xml")
     p.add_argument("new", metavar="NEW.xml")
+    p.add_argument("--history", metavar="REPORT.xml", nargs="+", default=[],
+                   help="reports of earlier runs of the same tests on the same machine: each figure's values "
+                        "in them give its run-to-run noise, as the baselines' recorded runs do for the tests")
     p.add_argument("--threshold", "--tolerance", type=_threshold, default=0.05, dest="threshold",
                    help="the tolerance, as pytest --dlperf-tolerance: a change must exceed it (widened by "
                    "the noise of the rounds, as the tests widen it) to count (default 0.05 = 5%%)")

@@ -31,7 +31,8 @@ from junitparser import Error, Failure, JUnitXml, JUnitXmlError, Properties, Ski
 
 PREFIX = "dlperf."
 #: Suffixes of ``dlperf.<label>.<metric>.<suffix>``: facts about one metric.
-METRIC_FIELDS = ("iqr", "n", "unit", "verdict", "baseline", "direction", "interval", "samples", "tolerance", "floor")
+METRIC_FIELDS = ("iqr", "n", "unit", "verdict", "baseline", "direction", "interval", "samples", "tolerance", "floor",
+                 "detectable", "noise", "runs")
 #: ``dlperf.<label>.<key>`` that describe a scenario rather than measure it.
 LABEL_FIELDS = ("scenario", "software", "workers")
 #: A/B mode (``--dlperf-reference``): ``dlperf.<label>.<key>`` of the comparison with the reference.
@@ -77,10 +78,15 @@ class MetricRecord:
     interval: tuple[float, float] | None = None
     #: Every timed round's figure (reports since samples were recorded; empty in older ones).
     samples: tuple[float, ...] = ()
-    #: The tolerance the verdict used (widened by the noise as verdict.compare does), as a fraction.
+    #: The tolerance asked for (the floor under the figure's gate), as a fraction.
     tolerance: float | None = None
     #: The figure the test claims at least (a speedup's floor), where the test recorded one.
     floor: float | None = None
+    #: The smallest change the verdict could call (its gate), as a fraction; None when unknown.
+    detectable: float | None = None
+    #: The figure's run-to-run spread (log scale) the gate rested on, and how many runs were recorded.
+    noise: float | None = None
+    runs: int | None = None
 
     @property
     def direction(self) -> str | None:
@@ -290,7 +296,8 @@ def record_of(case: TestCase, source: str = "",
             declared_direction=extra.get("direction") if extra.get("direction") in (HIGHER, LOWER) else None,
             hardware=rec.hardware, source=source, interval=_interval(extra.get("interval")),
             samples=_samples(extra.get("samples")), tolerance=_float(extra.get("tolerance")),
-            floor=_float(extra.get("floor")),
+            floor=_float(extra.get("floor")), detectable=_float(extra.get("detectable")),
+            noise=_float(extra.get("noise")), runs=int(_float(extra.get("runs")) or 0) or None,
         ))
     return rec
 

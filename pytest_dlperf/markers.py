@@ -10,7 +10,7 @@ import pytest
 
 from .environment import gpus
 from .scenario import FRAMEWORKS, INSTALL_HINTS, PRECISIONS
-from .verdict import CHECKED_METRICS
+from .judging.verdict import CHECKED_METRICS
 
 LAUNCHERS = ("local", "ssh", "mpi", "slurm", "netns")
 
@@ -126,15 +126,6 @@ def tolerance_of(item: pytest.Item) -> MarkedTolerance:
     every = _fraction(item, mark, mark.args[0]) if mark.args else None
     return MarkedTolerance(every, {name: _fraction(item, mark, value, f"{name}=")
                                    for name, value in mark.kwargs.items()})
-
-
-def effective_tolerance(run: float, marker: float | None = None, explicit: float | None = None) -> float:
-    """The tolerance a test's figures are judged at: an explicit one (``dlperf.check(tolerance=)``) wins;
-    a ``tolerance`` marker says how loosely a noisier figure must at least be held, so it widens the
-    run's tolerance and never narrows a wider one."""
-    if explicit:
-        return explicit
-    return max(marker or 0.0, run)
 
 
 def frameworks_of(item: pytest.Item) -> tuple[str, ...]:

@@ -117,10 +117,28 @@ def _optional(loop: Any, name: str, default: Any = None) -> Any:
     return attr() if callable(attr) else default
 
 
-def peak_host_memory_bytes() -> int:
-    """Peak resident set size of this process (Linux reports KiB, macOS bytes)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak if sys.platform == "darwin" else peak * 1024)
+def peak_host_memory_bytes(status: str | None = None) -> int:
+    """Peak resident memory this process allocated: its peak resident set less the file-backed pages
+    (mapped libraries) resident at the end.
+
+    How many pages of a mapped library count as resident depends on how the page cache holds the
+    file (large folios right after ``pip install`` wrote it, small pages once re-read), not on the
+    training, so they are left out. Linux reads ``/proc/self/status`` (``status``: its text, for
+    tests); elsewhere the peak resident set size (macOS reports bytes).
+    """
+    if status is None:
+        try:
+            with open("/proc/self/status", encoding="ascii") as fh:
+                status = fh.read()
+        except OSError:
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            return int(peak if sys.platform == "darwin" else peak * 1024)
+    kib = {}
+    for line in status.splitlines():
+        name, _, value = line.partition(":")
+        if name in ("VmHWM", "RssFile"):
+            kib[name] = int(value.split()[0])
+    return max(kib["VmHWM"] - kib.get("RssFile", 0), 0) * 1024
 
 
 def _check_finite(losses: Sequence[float], first_step: int, loop: Any) -> None:

@@ -11,7 +11,7 @@ and each process sits first and last equally often and no variant always follows
 same one. With ``generations`` the pairs are split between successive sets of fresh
 processes, for more processes' luck than fit in memory at once. Pair ``i``'s ratio is a
 variant's round throughput over the reference variant's (the first) in that same pair;
-the ratios go to :func:`pytest_dlperf.stats.paired_ratio`.
+the ratios go to :func:`pytest_dlperf.judging.stats.paired_ratio`.
 
 The child is the ordinary training worker (``pytest_dlperf.worker``) started with
 ``--paced``: :func:`pytest_dlperf.measure.measure` then waits for a ``go`` line on stdin
@@ -43,7 +43,7 @@ from .measure import ROUND_PREFIX
 from .result import TrainingResult, metric_from
 from .runner import ScenarioFailed, _signal_reason, child_environment, kill_process_group, tail
 from .scenario import Scenario, ScenarioError
-from .stats import PairedRatio, paired_ratio
+from .judging.stats import PairedRatio, paired_ratio
 
 GO = "go\n"
 DEFAULT_PROCESSES = 2
@@ -149,6 +149,12 @@ def build_width(scenarios: Sequence[Scenario]) -> int | None:
     if any(s.compiled for s in scenarios):
         return 1
     return min(CPU_BUILD_WIDTH.get(s.framework, 1) for s in scenarios)
+
+
+def pair_units(pairs: int, processes: int, per_generation: int) -> list[int]:
+    """The process pair that took each pair: pair ``i`` of generation ``i // per_generation`` is taken
+    by process ``i % processes`` of every variant (:func:`schedule`)."""
+    return [(i // per_generation) * processes + i % processes for i in range(pairs)]
 
 
 def pairs_for(requested: int, processes: int, generations: int = 1) -> int:
@@ -383,6 +389,8 @@ def run_paired(
     confidence: float = 0.95,
     build_one_at_a_time: bool | None = None,
     generations: int = 1,
+    decided: Callable[[dict[str, PairedRatio]], bool] | None = None,
+    max_generations: int | None = None,
 ) -> PairedResult:
     """Measure ``variants`` interleaved; the first is the reference every ratio divides by.
 
@@ -399,6 +407,9 @@ def run_paired(
     processes (the previous ones finished first), so ``processes x generations`` processes per
     variant contribute their own luck (memory layout, thread placement: a few percent for a
     process's whole life) while only ``processes`` per variant are resident at once.
+    ``decided``/``max_generations``: while ``decided(ratios)`` is false after the planned generations,
+    one more generation runs, up to ``max_generations`` in all: an inconclusive comparison takes more
+    process pairs (the interval's unit), a clear one stops at its plan.
     """
     variants = [v if isinstance(v, Variant) else Variant(v) for v in variants]
     if len(variants) < 2:
@@ -423,7 +434,14 @@ def run_paired(
     throughput: list[list[float]] = [[] for _ in variants]
     per_variant: list[list[TrainingResult]] = [[] for _ in variants]
     order: list[tuple[str, int]] = []
-    for g in range(generations):
+    def ratios_now() -> dict[str, PairedRatio]:
+        units = pair_units(len(throughput[0]), processes, per_generation)
+        return {keys[v]: paired_ratio(throughput[v], throughput[0], confidence, units)
+                for v in range(1, len(variants))}
+
+    g = 0
+    while g < generations or (decided is not None and g < (max_generations or generations)
+                              and not decided(ratios_now())):
         first = g * processes
         run = interleave([[starter(v, first + p) for p in range(processes)] for v in variants], per_generation,
                          settle_seconds, width, first_pair=g * per_generation)
@@ -431,10 +449,10 @@ def run_paired(
             throughput[v] += run.throughput[v]
             per_variant[v] += run.finished[v]
         order += [(keys[v], first + p) for v, p in run.order]
-    results = {keys[v]: merge(per_variant[v], throughput[v], processes * generations)
+        g += 1
+    results = {keys[v]: merge(per_variant[v], throughput[v], processes * g)
                for v in range(len(variants))}
-    ratios = {keys[v]: paired_ratio(throughput[v], throughput[0], confidence) for v in range(1, len(variants))}
-    return PairedResult(keys[0], results, ratios, order)
+    return PairedResult(keys[0], results, ratios_now(), order)
 
 
 def merge(results: Sequence[TrainingResult], pair_throughput: Sequence[float | None], processes: int) -> TrainingResult:

@@ -9,7 +9,7 @@ import pytest
 
 from . import benchmark, fixtures, junit, markers, report, settings
 from .session import DlperfRun, DlperfSession
-from .verdict import IMPROVEMENT
+from .judging.verdict import IMPROVEMENT
 
 SESSION_KEY = pytest.StashKey[DlperfSession]()
 
@@ -64,6 +64,7 @@ class SuiteFigures:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     state = config.stash[SESSION_KEY]
     state.collected = [item.nodeid for item in items]
+    state.count_family()
     state.filtered = bool(config.option.keyword or config.option.markexpr or config.getoption("deselect")
                           or any(not Path(arg.split("::")[0]).is_dir() for arg in config.args))
     for item in items:
@@ -139,12 +140,15 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     if not state.verdicts:
         return
     tr.section("dlperf summary")
+    tr.write_line(report.verdict_line(state.verdicts, state.family, state.figure_alpha))
+    tr.write_line("")
     for line in report.table(state.verdicts):
         tr.write_line(line)
     tr.write_line("")
     tr.write_line(report.counts_line(state.verdicts, state.written, state.unused()))
-    for line in (report.missing_lines(state.verdicts, state.store, state.settings.profile)
+    for line in (report.precision_lines(state.verdicts)
+                 + report.missing_lines(state.verdicts, state.store, state.settings.profile)
                  + report.unused_lines(state.unused())):
         tr.write_line(line)
     if any(v.status == IMPROVEMENT for v in state.verdicts):
-        tr.write_line("Improvements beyond the tolerance: refresh with --update-baselines to keep them.")
+        tr.write_line("Improvements beyond their noise: refresh with --update-baselines to keep them.")

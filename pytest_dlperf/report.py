@@ -6,12 +6,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from .baselines import BaselineStore
+from .judging.baselines import BaselineStore
 from .units import count, readable
-from .stats import FASTER, SAME, SLOWER, PairedRatio
-from .verdict import IMPROVEMENT, MISSING, REGRESSION, UPDATED, Verdict
+from .judging.stats import FASTER, INCONCLUSIVE as PAIRED_INCONCLUSIVE, SAME, SLOWER, PairedRatio
+from .judging.verdict import IMPROVEMENT, INCONCLUSIVE, MISSING, OK, REGRESSION, UPDATED, Verdict
 
-HEADER = ("scenario", "metric", "observed", "baseline", "delta", "verdict")
+HEADER = ("scenario", "metric", "observed", "baseline", "delta", "gate", "verdict")
 
 
 def _short(nodeid: str, label: str) -> str:
@@ -26,7 +26,9 @@ def rows(verdicts: Iterable[Verdict]) -> list[tuple[str, ...]]:
         observed = f"{shown:.4g} {unit}"
         baseline = f"{v.baseline / scale:.4g} {unit}" if v.baseline is not None else "-"
         delta = f"{v.delta:+.1%}" if v.delta is not None else "-"
-        out.append((_short(v.test, v.label), v.metric, observed, baseline, delta, v.status))
+        gate = "-" if v.baseline is None else "noise unknown" if v.gate is None else f"±{v.gate:.1%}"
+        out.append((_short(v.test, v.label), v.metric, observed, baseline, delta, gate,
+                    "no change" if v.status == OK else v.status))
     return out
 
 
@@ -43,12 +45,44 @@ def counts_line(verdicts: list[Verdict], written: list[Path], unused: Sequence[s
     c = Counter(v.status for v in verdicts)
     compared = len(verdicts) - c[MISSING] - c[UPDATED]
     parts = [f"{count(compared, 'metric')} compared with baselines", count(c[REGRESSION], "regression"),
-             count(c[IMPROVEMENT], "improvement"), count(c[MISSING], "missing baseline")]
+             count(c[IMPROVEMENT], "improvement"), f"{c[INCONCLUSIVE]} inconclusive",
+             count(c[MISSING], "missing baseline")]
     if unused:
         parts.append(count(len(unused), "unused baseline"))
     if c[UPDATED]:
         parts.append(f"{count(c[UPDATED], 'baseline')} written to {', '.join(str(p) for p in written) or '(nothing)'}")
     return ". ".join(parts) + "."
+
+
+def verdict_line(verdicts: list[Verdict], family: int, alpha: float) -> str:
+    """The run in one line: what changed beyond its noise, what could not be decided, at what level."""
+    c = Counter(v.status for v in verdicts)
+    judged = c[REGRESSION] + c[IMPROVEMENT] + c[OK] + c[INCONCLUSIVE]
+    if not judged:
+        return "dlperf: no figure compared with a baseline."
+    return (f"dlperf: {count(c[REGRESSION], 'regression')} beyond the noise, {count(c[IMPROVEMENT], 'improvement')}, "
+            f"{c[INCONCLUSIVE]} inconclusive, {c[OK]} no change, of {count(judged, 'figure')} judged "
+            f"(each at alpha {alpha:.2g}: 5% over the {count(family, 'figure')} with baselines, Bonferroni).")
+
+
+def precision_lines(verdicts: list[Verdict], limit: int = 5) -> list[str]:
+    """The figures that could not detect the change their tolerance asks for, and what would tighten them."""
+    unknown = [v for v in verdicts if v.baseline is not None and v.gate is None and v.status != UPDATED]
+    wide = sorted((v for v in verdicts if v.gate is not None and v.gate > v.tolerance + 1e-9),
+                  key=lambda v: -(v.gate or 0.0))
+    lines = []
+    if wide:
+        shown = ", ".join(f"{_short(v.test, v.label)} {v.metric} ±{v.gate:.0%} (asked {v.tolerance:.0%})"
+                          for v in wide[:limit])
+        more = f" and {len(wide) - limit} more" if len(wide) > limit else ""
+        lines.append(f"{count(len(wide), 'figure')} can only detect a change larger than asked, by their "
+                     f"run-to-run noise: {shown}{more}. More recorded runs (--update-baselines on quiet runs) "
+                     "narrow a gate; paired runs or A/B mode (--dlperf-reference) decide small changes.")
+    if unknown:
+        lines.append(f"{count(len(unknown), 'figure')} with one recorded run and nothing of their kind to pool: "
+                     "their noise is unknown, a change beyond the tolerance is inconclusive. Record more runs "
+                     "with pytest --update-baselines.")
+    return lines
 
 
 def header_lines(store: BaselineStore, hardware_keys: Sequence[str], profile: str) -> list[str]:
@@ -103,4 +137,5 @@ def ab_lines(outcomes: Sequence[tuple[str, str, PairedRatio, str]], reference: s
             + [fmt.format(*row) for row in body]
             + ["", f"{count(len(outcomes), 'scenario')} compared with the reference "
                    f"(threshold {threshold:.0%}): "
-                   f"{c[SLOWER]} slower. {c[FASTER]} faster. {c[SAME]} same."])
+                   f"{c[SLOWER]} slower. {c[FASTER]} faster. {c[SAME]} same. "
+                   f"{c[PAIRED_INCONCLUSIVE]} inconclusive."])

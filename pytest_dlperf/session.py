@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 import pytest
 
 from . import markers
-from .baselines import BaselineFileError, BaselineStore, entry_key, split_entry_key
+from .judging.baselines import BaselineFileError, BaselineStore, entry_key, split_entry_key
 from .console import Console
 from .devicelock import DeviceLockTimeout, announce_waits_with, device_lock, visible_gpus
 from .environment import gpus, hardware_key
@@ -21,9 +21,10 @@ from .result import HIGHER, Metric, TrainingResult, metric_from, paired_metric
 from .runner import ScenarioFailed, run_scenario
 from .scenario import Scenario, ScenarioError
 from .settings import Settings
-from .stats import SLOWER, PairedRatio, decide
-from .verdict import (CHECKED_METRICS, MISSING, REGRESSION, UPDATED, Verdict, compare, failure_message,
-                      tolerance_for)
+from .judging.stats import INCONCLUSIVE, SLOWER, PairedRatio, decide
+from .judging.gates import family_alpha, floor_for
+from .judging.verdict import (CHECKED_METRICS, IMPROVEMENT, MISSING, REGRESSION, UPDATED, Verdict, compare,
+                              failure_message)
 
 #: Metrics compared with baselines. The rest are recorded (JUnit, baselines on update) but not judged:
 #: achieved TFLOP/s is a multiple of throughput, and step time its reciprocal per step; judging them too
@@ -53,6 +54,26 @@ class DlperfSession:
         self.console = Console(config)
         #: pytest-benchmark integration (``benchmark.BenchmarkExport``), when that plugin is active.
         self.benchmarks: Any = None
+        #: How many figures of the selected tests have baselines: the family the suite-wide error control covers.
+        self.family = 0
+
+    def count_family(self) -> int:
+        """The judged figures the selected tests have baselines for, on this host's machines and profile
+        (known before any test runs, so every figure's level is set the same way, xdist workers included)."""
+        collected = set(self.collected)
+        count = 0
+        for hw in self.hardware_keys():
+            entries = self.store.entries(hw)
+            for key in self.store.keys(hw, self.settings.profile):
+                if split_entry_key(key)[0] in collected:
+                    count += sum(1 for name in entries[key] if name in CHECKED_METRICS)
+        self.family = count
+        return count
+
+    @property
+    def figure_alpha(self) -> float:
+        """The level each figure is judged at (Bonferroni over :attr:`family`)."""
+        return family_alpha(self.family)
 
     def start(self) -> None:
         announce_waits_with(self.console.line)
@@ -191,7 +212,9 @@ class DlperfRun:
 
     def run_paired(self, *variants: Scenario | Variant, pairs: int | None = None,
                    processes: int | None = None, generations: int | None = None, settle_seconds: float = 0.0,
-                   record: bool = True, build_one_at_a_time: bool | None = None) -> PairedResult:
+                   record: bool = True, build_one_at_a_time: bool | None = None,
+                   decided: Callable[[dict[str, PairedRatio]], bool] | None = None,
+                   max_generations: int | None = None) -> PairedResult:
         """Train ``variants`` interleaved (:mod:`pytest_dlperf.paired`); the first is the reference.
 
         Every variant's merged result is recorded like :meth:`run`'s (``record=False``: the caller
@@ -200,7 +223,9 @@ class DlperfRun:
         is held for the whole group. ``build_one_at_a_time``: each child builds and warms up alone
         (compiled scenarios: their compile time is measured without the other children's load);
         None: :func:`pytest_dlperf.paired.build_width` chooses (one or two at a time on CPU, all on GPU).
-        ``generations`` (default ``--dlperf-generations``): successive sets of fresh processes.
+        ``generations`` (default ``--dlperf-generations``): successive sets of fresh processes;
+        ``decided``/``max_generations``: more generations while the ratios are not decided
+        (:func:`pytest_dlperf.paired.run_paired`).
         """
         settings = self._session.settings
         if len(variants) < 2:
@@ -225,7 +250,8 @@ class DlperfRun:
                 paired = run_paired(list(variants), pairs=pairs or settings.pairs, processes=processes,
                                     generations=generations, workdir=self._workdir,
                                     on_progress=console.child_progress("paired"),
-                                    settle_seconds=settle_seconds, build_one_at_a_time=build_one_at_a_time)
+                                    settle_seconds=settle_seconds, build_one_at_a_time=build_one_at_a_time,
+                                    decided=decided, max_generations=max_generations)
         except ScenarioFailed as exc:
             problem = exc.report()
         except ScenarioError as exc:
@@ -262,7 +288,13 @@ class DlperfRun:
     def _run_ab(self, scenario: Scenario) -> TrainingResult:
         settings = self._session.settings
         reference = Variant(scenario, python=settings.reference, name=f"{scenario.label}@reference")
-        paired = self.run_paired(reference, Variant(scenario))
+
+        def decided(ratios: dict[str, PairedRatio]) -> bool:
+            return all(decide(r, settings.ab_threshold) != INCONCLUSIVE for r in ratios.values())
+
+        # at least two generations, so the interval rests on more than one process pair
+        paired = self.run_paired(reference, Variant(scenario), generations=max(settings.generations, 2),
+                                 decided=decided, max_generations=settings.max_generations)
         result = paired.results[scenario.label]
         ratio = paired.ratio(scenario.label)
         verdict = decide(ratio, settings.ab_threshold)
@@ -350,26 +382,36 @@ class DlperfRun:
             pytest.fail(f"{nodeid}: dlperf.check() needs at least one result from dlperf.run()", pytrace=False)
         pending += [(label, m, anchor) for label, m in self._derived]
         verdicts = []
+        store = self._session.store
         for label, metric, result in pending:
             hw = result.environment.get("hardware_key", "unknown")
             key = entry_key(nodeid, label, self.profile)
             software = software_of(result)
-            tol = markers.effective_tolerance(settings.tolerance, marked.for_metric(metric.name), tolerance)
+            floor = floor_for(metric.name, settings.tolerance, marked.for_metric(metric.name), tolerance)
+            baseline = store.lookup(hw, key, metric.name)
+            framework = str(software.get("framework", ""))
+            verdict = compare(nodeid, label, metric, baseline, floor, software,
+                              reasons=result.details.get(f"{metric.name}_reasons", ()),
+                              pool=store.pools(hw).get((metric.name, framework)),
+                              alpha=self._session.figure_alpha)
             if settings.update:
-                self._session.store.stage(hw, _hardware_record(result), key, metric, software)
-                verdict = Verdict(nodeid, label, metric.name, metric.unit, metric.direction, metric.value,
-                                  None, tol, UPDATED)
-            else:
-                metric_tol = tolerance_for(metric.name, tol)
-                baseline = self._session.store.lookup(hw, key, metric.name)
-                verdict = compare(nodeid, label, metric, baseline, metric_tol, software,
-                                  reasons=result.details.get(f"{metric.name}_reasons", ()))
+                # a run beyond its gate is a real change being accepted: the history starts again from it
+                store.stage(hw, _hardware_record(result), key, metric, software,
+                            restart=verdict.status in (REGRESSION, IMPROVEMENT))
+                verdict = dataclasses.replace(verdict, status=UPDATED, baseline=None, gate=None, noise=None,
+                                              p_value=None)
             verdict = dataclasses.replace(verdict, hardware=hw)
             verdicts.append(verdict)
-            self._item.user_properties.append((f"dlperf.{label}.{metric.name}.verdict", verdict.status))
-            self._item.user_properties.append((f"dlperf.{label}.{metric.name}.tolerance", f"{verdict.tolerance:.6g}"))
+            props = self._item.user_properties
+            props.append((f"dlperf.{label}.{metric.name}.verdict", verdict.status))
+            props.append((f"dlperf.{label}.{metric.name}.tolerance", f"{verdict.tolerance:.6g}"))
             if verdict.baseline is not None:
-                self._item.user_properties.append((f"dlperf.{label}.{metric.name}.baseline", f"{verdict.baseline:.6g}"))
+                props.append((f"dlperf.{label}.{metric.name}.baseline", f"{verdict.baseline:.6g}"))
+                props.append((f"dlperf.{label}.{metric.name}.runs", str(verdict.runs)))
+                props.append((f"dlperf.{label}.{metric.name}.detectable",
+                              "unknown" if verdict.gate is None else f"{verdict.gate:.6g}"))
+                if verdict.noise is not None:
+                    props.append((f"dlperf.{label}.{metric.name}.noise", f"{verdict.noise:.6g}"))
         self._derived.clear()
         self._session.verdicts += verdicts
         if self._session.benchmarks is not None:

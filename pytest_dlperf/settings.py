@@ -21,6 +21,8 @@ from .scenario import PROFILES
 #: From bench/verdict_power.py: on an H100 (full profile) 5% caught an injected 10% slowdown 10/10 times with
 #: no false alarm in 10 A/A trials. On virtual CPUs no tolerance does both (run-to-run drift 7-36% against a 13%
 #: effect); 10% is the smoke default for quiet CPU runners, noisy shared ones widen it (DLPERF_TOLERANCE, README).
+#: A/B mode's cap on generations of fresh processes for a comparison that is still inconclusive.
+DEFAULT_MAX_GENERATIONS = 6
 DEFAULT_TOLERANCE = {"smoke": 0.10, "full": 0.05}
 DEFAULT_TIMEOUT = {"smoke": 600.0, "full": 1800.0}
 #: A/B mode fails a test when candidate/reference throughput is below 1 - this, with an interval excluding 1.
@@ -107,6 +109,10 @@ OPTIONS: list[tuple[str, str, str, Callable[[str], Any], str]] = [
     ("--dlperf-generations", "dlperf_generations", "dlperf_generations", _positive_int,
      "successive sets of fresh processes that share a paired comparison's pairs (default 1): "
      "processes x generations processes per variant, only processes of them resident at once"),
+    ("--dlperf-max-generations", "dlperf_max_generations", "dlperf_max_generations", _positive_int,
+     f"A/B mode: a comparison still inconclusive after its generations takes one more generation of fresh "
+     f"processes at a time, up to this many in all (default {DEFAULT_MAX_GENERATIONS}); it starts with at "
+     "least 2, so its interval rests on more than one process pair"),
     ("--dlperf-reference", "dlperf_reference", "dlperf_reference", _interpreter,
      "A/B mode: the python of a reference environment (e.g. a venv with the previous framework release); "
      "every scenario also runs there, interleaved, and the test fails when this environment is slower"),
@@ -146,6 +152,7 @@ class Settings(NamedTuple):
     #: None: the default for the device (DEFAULT_PROCESSES on CPU, 1 on GPU).
     processes: int | None = None
     generations: int = 1
+    max_generations: int = 6
     reference: str | None = None
     ab_threshold: float = DEFAULT_AB_THRESHOLD
     require_baselines: bool = False
@@ -206,6 +213,7 @@ class Settings(NamedTuple):
             pairs=values["dlperf_pairs"] or DEFAULT_PAIRS,
             processes=values["dlperf_processes"],
             generations=values["dlperf_generations"] or 1,
+            max_generations=values["dlperf_max_generations"] or DEFAULT_MAX_GENERATIONS,
             reference=values["dlperf_reference"],
             ab_threshold=values["dlperf_ab_threshold"] or DEFAULT_AB_THRESHOLD,
             require_baselines=_require_baselines(config),

@@ -3,7 +3,7 @@
 The measuring side's share of the statistics: every training, loader and rank process uses it
 to report its rounds. Pure Python on purpose: none of them should need NumPy or SciPy for a
 median. Judging (rank tests, paired ratios, the slower/faster/same rule) is in
-:mod:`pytest_dlperf.stats`, which no measuring process imports.
+:mod:`pytest_dlperf.judging.stats`, which no measuring process imports.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from typing import Any, Mapping, Sequence
 
 from .environment import numa_nodes, openmp_runtime_of, physical_cores, usable_cpus
 from .scenario import Scenario
-from .stats import FASTER, SAME, SLOWER, PairedRatio, decide
+from .judging.stats import FASTER, SAME, SLOWER, PairedRatio, decide
 
 
 class SlowdownWarning(UserWarning):

@@ -18,7 +18,8 @@ def test_train(dlperf):
     s = dlperf.scenario("torch", "resnet18", image_size=32, batch_size=4, warmup_steps=1, steps_per_round=2)
     r = dlperf.run(s)
     dlperf.check(r)
-    assert len(r.throughput.samples) == 8
+    # 8 pairs over 2 generations of fresh processes, and 4 more per generation an inconclusive one adds
+    assert len(r.throughput.samples) >= 8 and len(r.throughput.samples) % 4 == 0
 """
 #: Small groups: 8 pairs, two processes per side. Options whose value is a path take the ``=`` form:
 #: pytest picks its rootdir from every existing path among the arguments, option values included.
@@ -53,7 +54,7 @@ def test_same_environment_as_reference_passes_and_reports_the_ratio(pytester: py
         "*dlperf A/B*",
         "reference interpreter: *",
         "scenario*candidate/reference*95% interval*pairs*verdict*",
-        "test_train::fp32*x*[[]*]*8*",
+        "test_train::fp32*x*[[]*]*[0-9]*",
         "1 scenario compared with the reference (threshold 50%): 0 slower. *",
     ])
     (test,) = read_reports([pytester.path / "report.xml"])
@@ -62,7 +63,8 @@ def test_same_environment_as_reference_passes_and_reports_the_ratio(pytester: py
     low, high = (float(v) for v in ab["ab_interval"].split())
     ratio = float(ab["ab_ratio"])
     assert low <= ratio <= high
-    assert ab["ab_verdict"] == ("faster" if ratio > 1.5 and low > 1 else "same")
+    assert ab["ab_verdict"] in ("faster", "same", "inconclusive")
+    assert ab["ab_verdict"] == "faster" or not (ratio > 1.5 and low > 1)
 
 
 @pytest.mark.framework("torch")

@@ -33,8 +33,9 @@ LOADER_IMPORTS = ("pytest_dlperf.loaders", "pytest_dlperf.worker", "pytest_dlper
 PARENT_SIDE = tuple(f"pytest_dlperf.distributed.{m}" for m in (
     "job", "supervise", "rendezvous", "processes", "tagged", "remote", "launchers", "netns", "engines",
     "networks", "paced_job", "scaling", "results")) + tuple(f"pytest_dlperf.{m}" for m in (
-    "paired", "verdict", "baselines", "session", "plugin", "fixtures", "settings", "markers", "report",
-    "runner", "devicelock", "stats", "tuning"))
+    "paired", "session", "plugin", "fixtures", "settings", "markers", "report",
+    "runner", "devicelock", "tuning", "judging", "judging.verdict", "judging.baselines", "judging.stats",
+    "judging.gates"))
 
 TRAINING_CORES = {"torch": "pytest_dlperf.cores.torch_core", "tensorflow": "pytest_dlperf.cores.tf_core",
                   "mxnet": "pytest_dlperf.cores.mxnet_core"}

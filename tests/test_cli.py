@@ -174,25 +174,41 @@ def test_merge_into_a_missing_folder_is_a_clear_error(tmp_path, capsys):
 
 # --- compare -----------------------------------------------------------------------------------
 
-def test_compare_exits_1_when_throughput_fell_beyond_the_threshold(tmp_path, capsys):
+def history_of(tmp_path: Path, make=None, jitter=(0.99, 1.01, 1.0)) -> list[str]:
+    """``--history`` and three earlier reports of the same test, each figure within 1%."""
+    make = make or (lambda f: amp_case(fp32=100.0 * f, amp=210.0 * f, step_time=0.16 * f, memory=2.0e9 * f))
+    return ["--history"] + [str(write_report(tmp_path / f"earlier{i}.xml", [make(f)])) for i, f in enumerate(jitter)]
+
+
+def test_compare_exits_1_when_throughput_fell_beyond_its_noise(tmp_path, capsys):
     old = write_report(tmp_path / "old.xml", [amp_case(fp32=100.0)])
     new = write_report(tmp_path / "new.xml", [amp_case(fp32=90.0)])
-    code, out, _ = run(capsys, "compare", str(old), str(new))
+    code, out, _ = run(capsys, "compare", str(old), str(new), *history_of(tmp_path))
     assert code == 1
     row = next(line for line in out.splitlines() if "::fp32" in line and " throughput " in line)
     assert "100 img/s" in row and "90 img/s" in row and "-10.0%" in row and "WORSE" in row
     assert "1 worse" in out
 
 
+def test_compare_without_noise_calls_a_change_inconclusive(tmp_path, capsys):
+    """Two single runs say nothing of a figure's run-to-run noise: a drop beyond the tolerance is
+    inconclusive (exit 0), as a figure with one recorded run is in the tests."""
+    old = write_report(tmp_path / "old.xml", [amp_case(fp32=100.0)])
+    new = write_report(tmp_path / "new.xml", [amp_case(fp32=90.0)])
+    code, out, _ = run(capsys, "compare", str(old), str(new))
+    row = next(line for line in out.splitlines() if "::fp32" in line and " throughput " in line)
+    assert code == 0 and "inconclusive (noise unknown" in row and "0 worse" in out
+
+
 def test_compare_is_direction_aware(tmp_path, capsys):
     old = write_report(tmp_path / "old.xml", [amp_case(fp32=100.0, step_time=0.16, memory=2.0e9)])
     faster = write_report(tmp_path / "faster.xml", [amp_case(fp32=120.0, amp=252.0, step_time=0.13)])
-    code, out, _ = run(capsys, "compare", str(old), str(faster))
+    code, out, _ = run(capsys, "compare", str(old), str(faster), *history_of(tmp_path))
     assert code == 0, out
     assert "WORSE" not in out and out.count("better") >= 2
     # Step time and memory going up are regressions even though the numbers grow.
     slower = write_report(tmp_path / "slower.xml", [amp_case(step_time=0.2, memory=2.5e9)])
-    code, out, _ = run(capsys, "compare", str(old), str(slower))
+    code, out, _ = run(capsys, "compare", str(old), str(slower), *history_of(tmp_path))
     assert code == 1
     worse = [line.split()[1] for line in out.splitlines() if "WORSE" in line]
     assert sorted(worse) == ["peak_host_memory", "step_time"]
@@ -201,8 +217,9 @@ def test_compare_is_direction_aware(tmp_path, capsys):
 def test_compare_threshold_decides_and_is_validated(tmp_path, capsys):
     old = write_report(tmp_path / "old.xml", [amp_case(fp32=100.0)])
     new = write_report(tmp_path / "new.xml", [amp_case(fp32=93.0)])
-    assert run(capsys, "compare", str(old), str(new), "--threshold", "0.05")[0] == 1
-    assert run(capsys, "compare", str(old), str(new), "--threshold", "0.1")[0] == 0
+    history = history_of(tmp_path, jitter=(0.998, 1.002, 1.0, 0.999, 1.001))
+    assert run(capsys, "compare", str(old), str(new), "--threshold", "0.05", *history)[0] == 1
+    assert run(capsys, "compare", str(old), str(new), "--threshold", "0.1", *history)[0] == 0
     with pytest.raises(SystemExit) as exc:
         cli.main(["compare", str(old), str(new), "--threshold", "5%"])
     assert exc.value.code == 2
@@ -249,61 +266,57 @@ def compare_once(tmp_path: Path, capsys: pytest.CaptureFixture[str], old: str, n
     return code, out
 
 
-def test_compare_uses_the_tests_rule_on_the_samples_noise_widens_the_tolerance(tmp_path, capsys):
-    # Medians 100 -> 90 (-10%) with rounds spread over +-30%: the tests' rule widens the 5% tolerance
-    # by the noise of both medians and the rank test cannot tell the sides apart, so not worse.
-    noisy_old = [70, 85, 95, 100, 105, 115, 130]
-    noisy_new = [63, 76, 86, 90, 95, 104, 117]
-    code, out = compare_once(tmp_path, capsys, sampled_case("fp32", "throughput", noisy_old),
-                             sampled_case("fp32", "throughput", noisy_new))
-    row = next(line for line in out.splitlines() if " throughput " in line)
-    assert code == 0 and "-10.0%" in row and " same (p=" in row, out
-    # The same medians from tight rounds: worse, with the rank test's p-value.
-    tight_old = [99, 99.5, 100, 100, 100.5, 101, 100]
-    tight_new = [89, 89.5, 90, 90, 90.5, 91, 90]
-    code, out = compare_once(tmp_path, capsys, sampled_case("fp32", "throughput", tight_old),
-                             sampled_case("fp32", "throughput", tight_new))
-    row = next(line for line in out.splitlines() if " throughput " in line)
-    assert code == 1 and "WORSE (p=0.00" in row and "±5.0%" in row, out
-    assert "medians only" not in out and "direction from name" not in out
+def test_compare_judges_by_the_run_to_run_noise_of_the_history(tmp_path, capsys):
+    """The same -10% against a history that drifts 10% run to run is inconclusive, against one that
+    varies 0.5% it is worse: each figure by its own noise."""
+    old, new = amp_case(fp32=100.0), amp_case(fp32=90.0)
+    code, out = compare_once(tmp_path, capsys, old, new, *history_of(tmp_path, jitter=(0.85, 1.1, 0.95, 1.05)))
+    row = next(line for line in out.splitlines() if "::fp32" in line and " throughput " in line)
+    assert code == 0 and "inconclusive" in row, out
+    code, out = compare_once(tmp_path, capsys, old, new, *history_of(tmp_path, jitter=(0.995, 1.005, 1.0)))
+    row = next(line for line in out.splitlines() if "::fp32" in line and " throughput " in line)
+    assert code == 1 and "WORSE (p=" in row and "±5.0%" in row, out
 
 
 def test_compare_gives_the_same_verdict_as_the_tests(tmp_path, capsys):
-    from pytest_dlperf.baselines import Baseline
+    from pytest_dlperf.judging.baselines import Baseline
+    from pytest_dlperf.judging.verdict import compare
     from pytest_dlperf.result import metric_from
-    from pytest_dlperf.summary import summarize
-    from pytest_dlperf.verdict import compare
 
-    old, new = [100, 102, 98, 101, 99, 100], [93, 95, 94, 96, 92, 94]
+    runs = (99.0, 101.0, 100.5, 99.5, 100.0)
     for tolerance in (0.05, 0.1):
-        baseline = Baseline(100.0, "samples/s", "higher", tuple(old), summarize(old).iqr, {}, "")
-        expected = compare("t", "fp32", metric_from("throughput", new, "samples/s"), baseline, tolerance).status
-        code, out = compare_once(tmp_path, capsys, sampled_case("fp32", "throughput", old),
-                                 sampled_case("fp32", "throughput", new), "--tolerance", str(tolerance))
+        baseline = Baseline(100.0, "samples/s", "higher", (100.0,), 0.0, {}, "", runs=runs)
+        expected = compare("t", "fp32", metric_from("throughput", [94.0], "samples/s"), baseline, tolerance).status
+        history = history_of(tmp_path, lambda f: amp_case(fp32=100.0 * f), jitter=[r / 100 for r in runs[:-1]])
+        code, out = compare_once(tmp_path, capsys, amp_case(fp32=100.0), amp_case(fp32=94.0),
+                                 "--tolerance", str(tolerance), *history)
         assert {"regression": 1, "ok": 0}[expected] == code, (tolerance, expected, out)
     assert expected == "ok"  # 6% worse is within 10%
 
 
 def test_compare_takes_the_direction_from_the_report_not_the_name(tmp_path, capsys):
     # "loss" names no direction; the report says lower is better, so a rise is worse.
-    old = sampled_case("fp32", "final_loss", [1.00, 1.01, 0.99, 1.0, 1.0, 1.02, 0.98], direction="lower", unit="")
-    new = sampled_case("fp32", "final_loss", [1.30, 1.31, 1.29, 1.3, 1.3, 1.32, 1.28], direction="lower", unit="")
-    code, out = compare_once(tmp_path, capsys, old, new)
+    def loss(value):
+        return sampled_case("fp32", "final_loss", [value], direction="lower", unit="")
+    history = history_of(tmp_path, loss, jitter=(0.99, 1.01, 1.0))
+    code, out = compare_once(tmp_path, capsys, loss(1.0), loss(1.3), *history)
     assert code == 1 and "WORSE" in out and "direction from name" not in out
     # A metric named like a time but recorded higher-is-better is judged as recorded.
-    old = sampled_case("x", "time_saved", [10, 10.1, 9.9, 10, 10, 10.2, 9.8], direction="higher", unit="s")
-    new = sampled_case("x", "time_saved", [13, 13.1, 12.9, 13, 13, 13.2, 12.8], direction="higher", unit="s")
-    code, out = compare_once(tmp_path, capsys, old, new)
+    def saved(value):
+        return sampled_case("x", "time_saved", [value], direction="higher", unit="s")
+    history = history_of(tmp_path, lambda f: saved(10 * f))
+    code, out = compare_once(tmp_path, capsys, saved(10), saved(13), *history)
     assert code == 0 and " better" in out
 
 
 def test_compare_of_old_reports_says_how_it_judged(tmp_path, capsys):
-    """Reports without samples or directions (older pytest-dlperf) are judged on medians, by name, and say so."""
-    code, out = compare_once(tmp_path, capsys, amp_case(step_time=0.16), amp_case(step_time=0.2))
+    """Reports without directions (older pytest-dlperf) are judged by the metric's name, and say so."""
+    code, out = compare_once(tmp_path, capsys, amp_case(step_time=0.16), amp_case(step_time=0.2),
+                             *history_of(tmp_path))
     assert code == 1
-    assert "judged on medians only" in out and "taken from the metric's name" in out
+    assert "taken from the metric's name" in out
     row = next(line for line in out.splitlines() if " step_time " in line)
-    assert "WORSE (medians only, direction from name)" in row
+    assert "WORSE" in row and "direction from name" in row
 
 
 def test_compare_judges_what_the_tests_judge_and_only_that(tmp_path, capsys):
@@ -318,33 +331,34 @@ def test_compare_judges_what_the_tests_judge_and_only_that(tmp_path, capsys):
 
 
 def test_compare_judges_a_paired_speedup_by_its_estimate(tmp_path, capsys):
-    old = sampled_case("amp_vs_fp32", "speedup", [2.0, 2.02, 1.98, 2.01, 1.99, 2.0, 2.0], unit="x",
-                       interval=(1.98, 2.02))
-    new = sampled_case("amp_vs_fp32", "speedup", [1.5, 1.52, 1.48, 1.51, 1.49, 1.5, 1.5], unit="x",
-                       interval=(1.48, 1.52))
-    code, out = compare_once(tmp_path, capsys, old, new)
+    def speedup(value):
+        return sampled_case("amp_vs_fp32", "speedup", [value * f for f in (1.0, 1.01, 0.99, 1.005, 0.995, 1.0, 1.0)],
+                            unit="x", interval=(value * 0.99, value * 1.01))
+    code, out = compare_once(tmp_path, capsys, speedup(2.0), speedup(1.5), *history_of(tmp_path, lambda f: speedup(2 * f)))
     assert code == 1 and "-25.0%" in out and "WORSE" in out
 
 
-def test_compare_on_a_real_report_judges_its_figures_on_their_samples(tmp_path, capsys):
-    """tests/data/perf-torch.xml: four tests of a CI-like run (tolerance 50%, a shared 2-core VM)."""
+def test_compare_on_a_real_report_judges_its_figures(tmp_path, capsys):
+    """tests/data/perf-torch.xml: four tests of a CI-like run on a shared 2-core VM."""
     real = Path(__file__).parent / "data" / "perf-torch.xml"
     code, out, _ = run(capsys, "compare", str(real), str(real))
     assert code == 0
-    assert "0 worse, 0 better" in out and "medians only" not in out and "direction from name" not in out
+    assert "0 worse, 0 better" in out and "direction from name" not in out
     judged = [line for line in out.splitlines() if " same" in line]
     assert len(judged) >= 15 and all("±" in line for line in judged)
-    # The same report with the two-worker throughput halved: worse, by the rank test on its rounds.
+    # The same report with the two-worker throughput halved, against two earlier runs 1% apart: worse.
     tests = read_reports([real])
     (m,) = [m for t in tests for m in t.metrics if (m.label, m.metric) == ("two_workers_loopback", "throughput")]
     text = real.read_text(encoding="utf-8")
-    halved = " ".join(f"{x / 2:.6g}" for x in m.samples)
-    slower = text.replace(f'name="dlperf.two_workers_loopback.throughput" value="{m.value:.6g}"',
-                          f'name="dlperf.two_workers_loopback.throughput" value="{m.value / 2:.6g}"')
-    slower = slower.replace(" ".join(f"{x:.6g}" for x in m.samples), halved)
-    assert slower.count(halved) == 1
-    (tmp_path / "slower.xml").write_text(slower, encoding="utf-8")
-    code, out, _ = run(capsys, "compare", str(real), str(tmp_path / "slower.xml"))
+    name = 'name="dlperf.two_workers_loopback.throughput" value='
+
+    def scaled(factor: float) -> str:
+        return text.replace(f'{name}"{m.value:.6g}"', f'{name}"{m.value * factor:.6g}"')
+    assert scaled(0.5) != text
+    for path, factor in (("slower.xml", 0.5), ("earlier1.xml", 0.99), ("earlier2.xml", 1.01)):
+        (tmp_path / path).write_text(scaled(factor), encoding="utf-8")
+    code, out, _ = run(capsys, "compare", str(real), str(tmp_path / "slower.xml"),
+                       "--history", str(tmp_path / "earlier1.xml"), str(tmp_path / "earlier2.xml"))
     row = next(line for line in out.splitlines() if "::two_workers_loopback" in line and " throughput " in line)
     assert code == 1 and "-50.0%" in row and "WORSE (p=" in row, out
 

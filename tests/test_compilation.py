@@ -13,11 +13,11 @@ import time
 
 import pytest
 
-from pytest_dlperf.baselines import Baseline
+from pytest_dlperf.judging.baselines import Baseline
 from pytest_dlperf.measure import measure
 from pytest_dlperf.result import LOWER, metric_from
 from pytest_dlperf.scenario import Scenario, ScenarioError
-from pytest_dlperf.verdict import IMPROVEMENT, OK, REGRESSION, compare, failure_message
+from pytest_dlperf.judging.verdict import IMPROVEMENT, OK, REGRESSION, compare, failure_message
 
 
 def scenario(**changes) -> Scenario:

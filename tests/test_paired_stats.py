@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dlperf import stats as stats_module
-from pytest_dlperf.stats import (
+from pytest_dlperf.judging import stats as stats_module
+from pytest_dlperf.judging.stats import (
     FASTER,
+    INCONCLUSIVE,
     SAME,
     SLOWER,
     PairedRatio,
@@ -190,12 +191,13 @@ def made(estimate: float, low: float, high: float) -> PairedRatio:
     [
         (made(0.85, 0.80, 0.90), SLOWER),
         (made(1.20, 1.10, 1.30), FASTER),
-        (made(0.85, 0.70, 1.02), SAME),  # beyond the threshold, but the interval includes no change
-        (made(1.20, 0.99, 1.40), SAME),
-        (made(0.95, 0.93, 0.97), SAME),  # interval excludes 1, but the change is below the threshold
+        (made(0.85, 0.70, 1.02), INCONCLUSIVE),  # beyond the threshold, but the interval includes no change
+        (made(1.20, 0.99, 1.40), INCONCLUSIVE),
+        (made(0.95, 0.93, 0.97), SAME),  # interval excludes 1, but no change as large as the threshold fits
         (made(1.05, 1.03, 1.07), SAME),
-        (made(0.90, 0.85, 0.95), SAME),  # exactly at the threshold is not beyond it
+        (made(0.90, 0.85, 0.95), INCONCLUSIVE),  # at the threshold, with slowdowns beyond it in the interval
         (made(1.00, 0.95, 1.05), SAME),
+        (made(0.99, 0.88, 1.10), INCONCLUSIVE),  # too wide to say either way: more process pairs would
     ],
 )
 def test_decide_constructed_cases(ratio: PairedRatio, expected: str) -> None:
@@ -212,7 +214,31 @@ def test_decide_on_measured_pairs() -> None:
     # Six pairs, one of them faster: estimate well below 0.9 but the (full-range) CI contains 1.
     noisy = paired_ratio([70.0, 75.0, 80.0, 85.0, 105.0, 78.0], [100.0] * 6)
     assert noisy.estimate < 0.9 and noisy.low < 1 < noisy.high
-    assert decide(noisy, 0.10) == SAME
+    assert decide(noisy, 0.10) == INCONCLUSIVE
+
+
+def test_process_pairs_are_the_unit_of_the_interval() -> None:
+    """Every process pair carries its own offset: with it, the rounds-only interval is far too narrow,
+    the per-unit t interval is not. 4 process pairs of 8 rounds, offsets sd 3%, rounds sd 1%."""
+    rng = random.Random(2)
+    covered_units = covered_rounds = 0
+    for _ in range(200):
+        offsets = [rng.gauss(0, 0.03) for _ in range(4)]
+        units = [i % 4 for i in range(32)]
+        logs = [offsets[u] + rng.gauss(0, 0.01) for u in units]
+        candidate = [100 * math.exp(x) for x in logs]
+        with_units = paired_ratio(candidate, [100.0] * 32, units=units)
+        rounds_only = paired_ratio(candidate, [100.0] * 32)
+        assert with_units.units == 4 and rounds_only.units == 1
+        covered_units += with_units.low <= 1 <= with_units.high
+        covered_rounds += rounds_only.low <= 1 <= rounds_only.high
+    assert covered_units >= 0.90 * 200
+    assert covered_rounds <= 0.6 * 200
+
+
+def test_units_must_match_the_pairs() -> None:
+    with pytest.raises(ValueError, match="one unit per pair"):
+        paired_ratio([1.0, 2.0, 3.0], [1.0, 1.0, 1.0], units=[0, 1])
 
 
 @pytest.mark.parametrize("threshold", [0.0, 1.0, -0.1, 1.5, float("nan")])
@@ -252,7 +278,8 @@ def test_round_trip_and_description() -> None:
     result = paired_ratio([rng.uniform(80, 90) for _ in range(9)], [rng.uniform(95, 105) for _ in range(9)],
                           confidence=0.9)
     data = json.loads(json.dumps(result.to_dict()))
-    assert set(data) == {"ratios", "estimate", "low", "high", "confidence"}
+    assert set(data) == {"ratios", "estimate", "low", "high", "confidence", "units"}
     assert PairedRatio.from_dict(data) == result
-    assert made(0.912, 0.897, 0.925).describe() == "0.912x [0.897, 0.925] (95% CI, 10 pairs)"
-    assert result.describe().endswith("(90% CI, 9 pairs)")
+    assert made(0.912, 0.897, 0.925).describe() == \
+        "0.912x [0.897, 0.925] (95% CI, 10 pairs, 1 process pair: rounds' noise only)"
+    assert result.describe().endswith("(90% CI, 9 pairs, 1 process pair: rounds' noise only)")

@@ -135,7 +135,7 @@ def test_xdist_prints_the_summary_and_writes_the_figures_of_a_serial_run(pyteste
     serial = run(pytester, "--update-baselines", "--junitxml=serial.xml")
     parallel = run(pytester, "--update-baselines", "-n", "2", "--junitxml=parallel.xml")
     parallel.assert_outcomes(passed=4)
-    assert summary(parallel) == summary(serial) and len(summary(serial)) == 13  # title, table of 8 rows, counts
+    assert summary(parallel) == summary(serial) and len(summary(serial)) == 15  # title, verdict line, table of 8 rows, counts
     parallel.stdout.fnmatch_lines(["*8 baselines written to *baselines/*.json."])
 
     serial = run(pytester, "--junitxml=serial.xml")

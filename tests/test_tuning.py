@@ -6,7 +6,7 @@ import pytest
 
 from pytest_dlperf import environment, tuning
 from pytest_dlperf.scenario import Scenario
-from pytest_dlperf.stats import paired_ratio
+from pytest_dlperf.judging.stats import paired_ratio
 
 BIG = tuning.Topology(usable_cpus=36, physical_cores=18, numa_nodes=2)  # the seed's c4.8xlarge, one socket view
 SMALL = tuning.Topology(usable_cpus=2, physical_cores=2, numa_nodes=1)

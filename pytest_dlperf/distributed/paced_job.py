@@ -6,7 +6,7 @@ jobs share it, like the paired runner's variants (:mod:`pytest_dlperf.paired`): 
 starts all its ranks, builds and warms up once, then takes one timed round each time the
 parent asks, in the same balanced ABBA order (:func:`pytest_dlperf.paired.interleave`).
 Pair ``i``'s efficiency is the N-worker job's per-worker throughput in its round over the
-1-worker job's throughput in the same pair; :func:`pytest_dlperf.stats.paired_ratio`
+1-worker job's throughput in the same pair; :func:`pytest_dlperf.judging.stats.paired_ratio`
 gives the estimate and its interval.
 
 Pacing, rank side (:class:`~pytest_dlperf.distributed.rank.RankPacer`, in the rank's module,
@@ -300,8 +300,8 @@ def run_paired_jobs(jobs: Sequence[Job], pairs: int, processes: int = 1, workdir
     import tempfile
 
     from ..devicelock import device_lock, visible_gpus
-    from ..paired import interleave, pairs_for
-    from ..stats import paired_ratio
+    from ..paired import interleave, pair_units, pairs_for
+    from ..judging.stats import paired_ratio
 
     if len(jobs) < 2:
         raise ValueError(f"a paired run of jobs needs at least 2 jobs, got {len(jobs)}")
@@ -333,7 +333,9 @@ def run_paired_jobs(jobs: Sequence[Job], pairs: int, processes: int = 1, workdir
         run = interleave([[starter(j, p) for p in range(processes)] for j in jobs], pairs,
                          build_width=None if uses_gpu else 1)
     throughput = {labels[v]: run.throughput[v] for v in range(len(jobs))}
-    ratios = {labels[v]: paired_ratio(run.throughput[v], run.throughput[0], confidence) for v in range(1, len(jobs))}
+    units = pair_units(pairs, processes, pairs)
+    ratios = {labels[v]: paired_ratio(run.throughput[v], run.throughput[0], confidence, units)
+              for v in range(1, len(jobs))}
     results = {labels[v]: list(run.finished[v]) for v in range(len(jobs))}
     ran = {j.label: dataclasses.replace(j, config=paced_config(j.config, rounds)) for j in jobs}
     return PairedJobs(labels[0], ran, results, ratios, throughput, [(labels[v], p) for v, p in run.order])

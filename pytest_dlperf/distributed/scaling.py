@@ -16,7 +16,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ..stats import SLOWER, decide
+from ..judging.stats import SLOWER, decide
 from .job import Job, JobResult
 from .netns import rate_bits_per_second
 from .results import as_training_result, param_bytes

@@ -2,11 +2,17 @@
 
 Layout of ``baselines/<hardware-key>.json`` (sorted keys, two-space indent)::
 
-    {"format": 1, "hardware_key": "...", "hardware": {...},
+    {"format": 2, "hardware_key": "...", "hardware": {...},
      "entries": {"<test node id>::<run label>@<profile>": {
-         "<metric>": {"value": median, "unit": ..., "direction": "higher"|"lower",
-                      "n": ..., "iqr": ..., "samples": [...],
+         "<metric>": {"value": the latest run's value, "unit": ..., "direction": "higher"|"lower",
+                      "n": ..., "iqr": ..., "samples": [...],   (the latest run's rounds)
+                      "runs": [{"value": ..., "recorded": "2026-11-22T23:59:00Z"}, ...],
                       "software": {...}, "recorded": "2026-11-22T23:59:00Z"}}}}
+
+``runs`` is the figure's history, oldest first, at most :data:`HISTORY` runs: every
+``--update-baselines`` run adds one, and a run recorded beyond the figure's gate (a real change,
+accepted by recording it) starts the history again. Format 1 files (no ``runs``) are read as
+one recorded run per figure.
 
 Writing re-reads the file under an exclusive lock and merges, so entries of tests
 that did not run, and of other machines, are never lost, and two pytest processes
@@ -26,10 +32,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from .result import Metric
-from .summary import summarize
+from ..result import Metric
+from ..summary import summarize
+from .gates import Pool, pools
 
-FORMAT = 1
+FORMAT = 2
+#: The formats this version reads (1: no run history).
+READABLE_FORMATS = (1, 2)
+#: The most runs a figure's history keeps.
+HISTORY = 10
 
 
 class BaselineFileError(Exception):
@@ -45,6 +56,8 @@ class Baseline:
     iqr: float
     software: Mapping[str, Any]
     recorded: str
+    #: The recorded runs' values, oldest first (at least the latest run's).
+    runs: tuple[float, ...] = ()
 
     @property
     def rel_spread(self) -> float:
@@ -62,10 +75,19 @@ def split_entry_key(key: str) -> tuple[str, str, str]:
     return nodeid, label, profile
 
 
-def record_for(metric: Metric, software: Mapping[str, Any]) -> dict[str, Any]:
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def record_for(metric: Metric, software: Mapping[str, Any], restart: bool = False) -> dict[str, Any]:
+    """The record of one run's figure. ``restart``: this run starts the figure's history again
+    (it moved beyond its gate: what was recorded before is no longer its level)."""
     s = summarize(metric.samples)
     paired = {"interval": list(metric.interval)} if metric.interval is not None else {}
+    recorded = _now()
     return {
+        "runs": [{"value": metric.value, "recorded": recorded}],
+        "restart": restart,
         **paired,
         "value": metric.value,
         "unit": metric.unit,
@@ -74,8 +96,27 @@ def record_for(metric: Metric, software: Mapping[str, Any]) -> dict[str, Any]:
         "iqr": s.iqr,
         "samples": list(metric.samples),
         "software": dict(software),
-        "recorded": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
+        "recorded": recorded,
     }
+
+
+def merged_record(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[str, Any]:
+    """``new`` (one run, from :func:`record_for`) added to ``old``'s history, at most :data:`HISTORY` runs.
+
+    The history starts again where ``new`` says so, or where unit or direction changed (a figure
+    that no longer means what its history measured)."""
+    merged = {k: v for k, v in new.items() if k != "restart"}
+    if old and not new.get("restart") and old.get("unit") == new.get("unit") \
+            and old.get("direction") == new.get("direction"):
+        merged["runs"] = (list(_runs(old)) + list(new["runs"]))[-HISTORY:]
+    return merged
+
+
+def _runs(rec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A record's runs; a format 1 record is its one run."""
+    if "runs" in rec:
+        return list(rec["runs"])
+    return [{"value": rec["value"], "recorded": rec.get("recorded", "")}]
 
 
 def _fail(path: Path, problem: str) -> BaselineFileError:
@@ -92,8 +133,9 @@ def _number(value: Any) -> bool:
 def validate(path: Path, data: Any) -> dict[str, Any]:
     if not isinstance(data, dict) or not isinstance(data.get("entries"), dict):
         raise _fail(path, "the top level must be an object with an 'entries' object")
-    if data.get("format") != FORMAT:
-        raise _fail(path, f"format is {data.get('format')!r}, this version of pytest-dlperf reads format {FORMAT}")
+    if data.get("format") not in READABLE_FORMATS:
+        raise _fail(path, f"format is {data.get('format')!r}, this version of pytest-dlperf reads formats "
+                          f"{', '.join(map(str, READABLE_FORMATS))}")
     for key, metrics in data["entries"].items():
         if not isinstance(metrics, dict):
             raise _fail(path, f"entry {key!r} must be an object of metrics")
@@ -108,6 +150,9 @@ def validate(path: Path, data: Any) -> dict[str, Any]:
             samples = rec.get("samples", [])
             if not isinstance(samples, list) or not all(_number(v) for v in samples):
                 raise _fail(path, f"{where} has 'samples' that are not a list of numbers")
+            runs = rec.get("runs", [])
+            if not isinstance(runs, list) or not all(isinstance(r, dict) and _number(r.get("value")) for r in runs):
+                raise _fail(path, f"{where} has 'runs' that are not a list of objects with a finite 'value'")
     return data
 
 
@@ -195,11 +240,23 @@ class BaselineStore:
             iqr=float(rec.get("iqr", 0.0)),
             software=rec.get("software", {}),
             recorded=rec.get("recorded", ""),
+            runs=tuple(float(r["value"]) for r in _runs(rec)),
         )
 
+    def pools(self, hardware_key: str) -> dict[tuple[str, str], Pool]:
+        """The pooled run-to-run spreads of this machine's figures, by (metric, framework)."""
+        return pools((name, str(rec.get("software", {}).get("framework", "")),
+                      [float(r["value"]) for r in _runs(rec)])
+                     for metrics in self.entries(hardware_key).values() for name, rec in metrics.items())
+
+    def framework_of(self, hardware_key: str, key: str, metric: str) -> str:
+        rec = self.entries(hardware_key).get(key, {}).get(metric, {})
+        return str(rec.get("software", {}).get("framework", ""))
+
     def stage(self, hardware_key: str, hardware: Mapping[str, Any], key: str, metric: Metric,
-              software: Mapping[str, Any]) -> None:
-        self._staged.setdefault(hardware_key, {}).setdefault(key, {})[metric.name] = record_for(metric, software)
+              software: Mapping[str, Any], restart: bool = False) -> None:
+        self._staged.setdefault(hardware_key, {}).setdefault(key, {})[metric.name] = record_for(
+            metric, software, restart)
         self._hardware.setdefault(hardware_key, dict(hardware))
 
     @property
@@ -213,9 +270,12 @@ class BaselineStore:
             path = self.path(hardware_key)
             with _locked(path):
                 current = self._read(path) or {"format": FORMAT, "hardware_key": hardware_key, "entries": {}}
+                current["format"] = FORMAT
                 current["hardware"] = self._hardware.get(hardware_key, current.get("hardware", {}))
                 for key, metrics in staged.items():
-                    current["entries"].setdefault(key, {}).update(metrics)
+                    entry = current["entries"].setdefault(key, {})
+                    for name, rec in metrics.items():
+                        entry[name] = merged_record(entry.get(name), rec)
                 write_atomically(path, dumps(current))
             written.append(path)
         self._staged.clear()

@@ -1,5 +1,4 @@
-"""Judging statistics: the rank test used by verdicts, paired ratios with their interval, and
-the one slower/faster/same rule.
+"""Judging statistics: paired ratios with their interval, and the one slower/faster/same/inconclusive rule.
 
 The parent's side only (the plugin, the ``dlperf`` command, benches): no measuring process
 imports it (tests/test_child_imports.py holds that). Pure Python, like
@@ -14,87 +13,24 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Mapping, Sequence
 
-from .summary import median
-
-
-def median_standard_error(rel_half_iqr: float, n: int) -> float:
-    """Relative standard error of a median of ``n`` samples with this relative half-IQR.
-
-    For roughly normal samples sigma = IQR / 1.349 and se(median) = sqrt(pi / 2) * sigma / sqrt(n).
-    """
-    if n < 1:
-        return 0.0
-    return math.sqrt(math.pi / 2.0) * (2.0 * rel_half_iqr / 1.349) / math.sqrt(n)
-
-
-def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
-    """Two-sided p-value of the Mann-Whitney U test (as asv uses for its verdicts).
-
-    Exact distribution for small samples without ties, normal approximation with tie
-    correction otherwise. Returns 1.0 when either side has no samples.
-    """
-    n1, n2 = len(a), len(b)
-    if n1 == 0 or n2 == 0:
-        return 1.0
-    pooled = sorted([(float(v), 0) for v in a] + [(float(v), 1) for v in b])
-    ranks = [0.0] * len(pooled)
-    tie_term = 0.0
-    i = 0
-    while i < len(pooled):
-        j = i
-        while j + 1 < len(pooled) and pooled[j + 1][0] == pooled[i][0]:
-            j += 1
-        avg = (i + j) / 2.0 + 1.0
-        for k in range(i, j + 1):
-            ranks[k] = avg
-        t = j - i + 1
-        tie_term += t**3 - t
-        i = j + 1
-    r1 = sum(r for r, (_, side) in zip(ranks, pooled) if side == 0)
-    u1 = r1 - n1 * (n1 + 1) / 2.0
-    u = min(u1, n1 * n2 - u1)
-    if tie_term == 0 and n1 + n2 <= 30:
-        return min(1.0, 2.0 * _exact_u_cdf(int(round(u)), n1, n2))
-    mu = n1 * n2 / 2.0
-    n = n1 + n2
-    sigma = math.sqrt(n1 * n2 / 12.0 * ((n + 1) - tie_term / (n * (n - 1))))
-    if sigma == 0:
-        return 1.0
-    z = (u - mu + 0.5) / sigma
-    return min(1.0, 2.0 * 0.5 * math.erfc(-z / math.sqrt(2.0)))
-
-
-def _exact_u_cdf(u: int, n1: int, n2: int) -> float:
-    """P(U <= u) under the null, by counting rank arrangements."""
-    # counts[i][j][s]: arrangements of i from sample 1 and j from sample 2 with U == s
-    from functools import lru_cache
-
-    @lru_cache(maxsize=None)
-    def count(i: int, j: int, s: int) -> int:
-        if s < 0:
-            return 0
-        if i == 0 or j == 0:
-            return 1 if s == 0 else 0
-        return count(i - 1, j, s - j) + count(i, j - 1, s)
-
-    total = math.comb(n1 + n2, n1)
-    return sum(count(n1, n2, s) for s in range(u + 1)) / total
+from ..summary import median
+from .gates import t_quantile, unit_means
 
 
 # ---------------------------------------------------------------------------
 # Paired measurements: candidate and reference measured back to back (ABBA rounds)
 # ---------------------------------------------------------------------------
 
-SLOWER, FASTER, SAME = "slower", "faster", "same"
+SLOWER, FASTER, SAME, INCONCLUSIVE = "slower", "faster", "same", "inconclusive"
 
 
 @dataclass(frozen=True)
 class PairedRatio:
-    """Candidate/reference throughput ratio of paired runs, with a distribution-free CI.
+    """Candidate/reference throughput ratio of paired runs, with its confidence interval.
 
-    ``estimate`` is the Hodges-Lehmann estimate on the log ratios (median of their Walsh
-    averages), exponentiated; ``low``/``high`` bound the Wilcoxon signed-rank confidence
-    interval for it, also exponentiated. Higher is better: 0.9 means 10% slower.
+    ``units`` is how many independent process pairs the interval rests on (see :func:`paired_ratio`);
+    1 means the interval covers the rounds' noise only, not each process's own offset.
+    Higher is better: 0.9 means 10% slower.
     """
 
     ratios: tuple[float, ...]
@@ -102,16 +38,18 @@ class PairedRatio:
     low: float
     high: float
     confidence: float
+    units: int = 1
 
     @property
     def n(self) -> int:
         return len(self.ratios)
 
     def describe(self) -> str:
-        """E.g. ``0.912x [0.897, 0.925] (95% CI, 20 pairs)``."""
+        """E.g. ``0.912x [0.897, 0.925] (95% CI, 20 pairs, 4 process pairs)``."""
+        over = f"{self.units} process pairs" if self.units > 1 else "1 process pair: rounds' noise only"
         return (
             f"{self.estimate:.3f}x [{self.low:.3f}, {self.high:.3f}] "
-            f"({self.confidence * 100:g}% CI, {self.n} pairs)"
+            f"({self.confidence * 100:g}% CI, {self.n} pairs, {over})"
         )
 
     def to_dict(self) -> dict:
@@ -121,6 +59,7 @@ class PairedRatio:
             "low": self.low,
             "high": self.high,
             "confidence": self.confidence,
+            "units": self.units,
         }
 
     @classmethod
@@ -131,6 +70,7 @@ class PairedRatio:
             low=float(data["low"]),
             high=float(data["high"]),
             confidence=float(data["confidence"]),
+            units=int(data.get("units", 1)),
         )
 
 
@@ -173,16 +113,19 @@ def _walsh_averages(values: Sequence[float]) -> list[float]:
 
 
 def paired_ratio(
-    candidate: Sequence[float], reference: Sequence[float], confidence: float = 0.95
+    candidate: Sequence[float], reference: Sequence[float], confidence: float = 0.95,
+    units: Sequence[int] | None = None,
 ) -> PairedRatio:
-    """Hodges-Lehmann ratio of paired throughputs and its Wilcoxon signed-rank CI.
+    """Ratio of paired throughputs and its confidence interval, with the process as the unit.
 
-    With d_i = log(c_i / r_i) and W_(1) <= ... <= W_(M) the sorted Walsh averages of d,
-    the CI is [W_(k), W_(M-k+1)] for the largest k with P(T+ <= k - 1) <= alpha / 2 under
-    the exact null distribution of the signed-rank statistic. When no k >= 1 qualifies
-    (n <= 5 at 95%) the interval is the full range [W_(1), W_(M)]: the widest honest
-    answer; it excludes no change only when every pair moved the same way.
-    Coverage is exact for continuous, symmetric log-ratio noise; ties make it approximate.
+    ``units[i]`` names the process pair that took pair ``i``. Every process carries its own
+    offset for its whole life (memory layout, thread placement), which more rounds cannot average
+    away, so with two or more units the interval is Student's t over the per-unit mean log ratios
+    (``units - 1`` degrees of freedom) and the estimate is their mean, exponentiated.
+    With one unit (or ``units`` None) nothing measures that offset: the estimate is the
+    Hodges-Lehmann estimate of the log ratios and the interval Wilcoxon's signed-rank interval
+    over the pairs (``[W_(k), W_(M-k+1)]`` of the sorted Walsh averages; the full range when no
+    k qualifies, n <= 5 at 95%), which covers the rounds' noise only and says so (``units`` 1).
     """
     cand = [float(v) for v in candidate]
     ref = [float(v) for v in reference]
@@ -201,10 +144,20 @@ def paired_ratio(
         raise ValueError(f"confidence must be between 0 and 1 (exclusive), got {confidence!r}")
     n = len(cand)
     logs = [math.log(c) - math.log(r) for c, r in zip(cand, ref)]
+    ratios = tuple(c / r for c, r in zip(cand, ref))
+    if units is not None and len(units) != n:
+        raise ValueError(f"paired_ratio needs one unit per pair, got {len(units)} units for {n} pairs")
+    means = unit_means(logs, units) if units is not None else []
+    if len(means) >= 2:
+        center = sum(means) / len(means)
+        se = math.sqrt(sum((m - center) ** 2 for m in means) / (len(means) - 1) / len(means))
+        half = t_quantile(1 - (1 - confidence) / 2, len(means) - 1) * se
+        return PairedRatio(ratios=ratios, estimate=math.exp(center), low=math.exp(center - half),
+                           high=math.exp(center + half), confidence=float(confidence), units=len(means))
     walsh = _walsh_averages(logs)
     k = max(_signed_rank_k(n, confidence), 1)  # k == 0 (no k qualifies) and k == 1 both mean the full range
     return PairedRatio(
-        ratios=tuple(c / r for c, r in zip(cand, ref)),
+        ratios=ratios,
         estimate=math.exp(median(walsh)),
         low=math.exp(walsh[k - 1]),
         high=math.exp(walsh[len(walsh) - k]),
@@ -213,11 +166,13 @@ def paired_ratio(
 
 
 def decide(ratio: PairedRatio, threshold: float) -> str:
-    """SLOWER, FASTER or SAME for a higher-is-better candidate/reference ratio.
+    """SLOWER, FASTER, SAME or INCONCLUSIVE for a higher-is-better candidate/reference ratio.
 
     SLOWER needs estimate < 1 - threshold and high < 1; FASTER needs estimate > 1 + threshold
-    and low > 1. The point estimate must pass the threshold *and* the interval must exclude
-    1 (no change), so a noisy comparison says "same" rather than raise a false alarm.
+    and low > 1: the point estimate must pass the threshold *and* the interval exclude no change.
+    SAME needs the whole interval within [1 - threshold, 1 + threshold]: no change as large as
+    the threshold fits the evidence. Anything else is INCONCLUSIVE: the interval admits both no
+    change and one beyond the threshold; more process pairs (generations) would decide it.
     """
     if not 0 < threshold < 1:
         raise ValueError(f"threshold must be between 0 and 1 (exclusive), got {threshold!r}")
@@ -225,4 +180,6 @@ def decide(ratio: PairedRatio, threshold: float) -> str:
         return SLOWER
     if ratio.estimate > 1 + threshold and ratio.low > 1:
         return FASTER
-    return SAME
+    if ratio.low >= 1 - threshold and ratio.high <= 1 + threshold:
+        return SAME
+    return INCONCLUSIVE

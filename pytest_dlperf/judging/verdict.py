@@ -1,16 +1,17 @@
-"""Comparing a measured metric with its baseline: direction-aware and noise-aware.
+"""Comparing a run's figure with the figure's recorded runs: direction-aware, judged by its own noise.
 
-A change is a regression only when it is worse than the tolerance *and* worse than
-the noise of the two medians allows *and*, where both sides have enough samples,
-statistically distinguishable by a two-sided Mann-Whitney U test (as asv decides).
+Each figure has a gate (:mod:`pytest_dlperf.judging.gates`): the configured tolerance as a floor,
+widened to the prediction bound its recorded runs' spread gives at the run's per-figure level.
+Three outcomes for a measured figure:
+
+- ``regression`` (or ``improvement``): it moved beyond its gate;
+- ``ok`` (no change): it moved less than the tolerance;
+- ``inconclusive``: it moved more than the tolerance but not beyond its noise, or its noise is
+  unknown (one recorded run, nothing of its kind to pool): shown, never failing.
 
 Counts of events (unit ``count``: graph breaks, recompilations) are not noisy: any count
 above the baseline's is a regression, reported with the events' reasons (a graph break
 where the baseline had none fails however small the tolerance is).
-
-The noise is the standard error of the difference of the two medians, estimated from
-each side's interquartile range and sample count: more rounds give a more precise
-median and so a tighter verdict, never a looser one.
 """
 
 from __future__ import annotations
@@ -19,36 +20,19 @@ import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from ..result import HIGHER, Metric
 from .baselines import Baseline
-from .result import HIGHER, Metric
-from .stats import mann_whitney_p, median_standard_error
+from .gates import FAMILY_ALPHA, Gate, Pool, geometric_mean, resolve, two_sided_p
 
 #: The figures a test's ``dlperf.check`` judges against the baselines (the others are recorded only).
 CHECKED_METRICS = ("throughput", "peak_host_memory", "peak_device_memory", "accuracy_top1",
                    "accuracy_top5", "scaling_efficiency", "speedup", "compile_time", "compile_time_total",
                    "graph_breaks", "recompilations")
-OK, REGRESSION, IMPROVEMENT, MISSING, UPDATED = "ok", "regression", "improvement", "missing", "updated"
+#: The outcomes of a figure; ``ok`` is "no change".
+OK, REGRESSION, IMPROVEMENT, INCONCLUSIVE, MISSING, UPDATED = (
+    "ok", "regression", "improvement", "inconclusive", "missing", "updated")
 #: The unit of event counts, compared exactly.
 COUNT = "count"
-#: Significance level of the rank test.
-ALPHA = 0.05
-#: The tolerance widens to this many standard errors of the difference of the medians...
-SPREAD_FACTOR = 3.0
-#: ...but never beyond this multiple of the tolerance, nor beyond half the baseline, so a noisy run can still fail.
-MAX_WIDENING = 3.0
-MAX_EFFECTIVE_TOLERANCE = 0.5
-#: Memory is judged with at least this tolerance, whatever the run's (the tests and ``dlperf compare`` alike).
-MEMORY_TOLERANCE = 0.10
-#: Compile time is one sample per process (no spread to widen the verdict with) of CPU-bound work that
-#: a busy host stretches: never judged tighter than this. The regressions worth catching are larger.
-COMPILE_TIME_TOLERANCE = 0.25
-
-
-def tolerance_for(metric: str, tolerance: float) -> float:
-    """The tolerance a metric named ``metric`` is judged with, given the run's tolerance."""
-    if metric.startswith("compile_time"):
-        return max(tolerance, COMPILE_TIME_TOLERANCE)
-    return max(tolerance, MEMORY_TOLERANCE) if "memory" in metric else tolerance
 
 
 @dataclass(frozen=True)
@@ -59,7 +43,9 @@ class Verdict:
     unit: str
     direction: str
     observed: float
+    #: The centre of the recorded runs (their geometric mean); None when there is no baseline.
     baseline: float | None
+    #: The configured tolerance: the floor under the gate.
     tolerance: float
     status: str
     p_value: float | None = None
@@ -68,6 +54,14 @@ class Verdict:
     hardware: str = ""
     #: What the events of a count metric were (their reasons), for the failure line.
     detail: str = ""
+    #: The smallest change (a fraction) this figure's gate calls; None when its noise is unknown.
+    gate: float | None = None
+    #: The run-to-run spread (log scale) the gate rests on; None when unknown.
+    noise: float | None = None
+    #: Runs recorded for the figure.
+    runs: int = 0
+    #: The per-figure level the gate was set at.
+    alpha: float | None = None
 
     @property
     def delta(self) -> float | None:
@@ -76,29 +70,32 @@ class Verdict:
             return None
         return (self.observed - self.baseline) / abs(self.baseline)
 
+    @property
+    def detectable(self) -> float | None:
+        """The smallest change this comparison could call (the gate), or None when the noise is unknown."""
+        return self.gate
+
+    def gate_text(self) -> str:
+        if self.gate is None:
+            return (f"tolerance {self.tolerance:.1%}, noise unknown "
+                    f"({self.runs} recorded run{'s' * (self.runs != 1)})")
+        noise = f", run-to-run {self.noise:.1%} over {self.runs} runs" if self.noise is not None else ""
+        return f"gate {self.gate:.1%} (tolerance {self.tolerance:.1%}{noise})"
+
     def line(self) -> str:
-        """One line with metric, observed, baseline, delta and tolerance, for CI annotations."""
+        """One line with metric, observed, baseline, delta and gate, for CI annotations."""
         if self.baseline is None:
             return f"{self.label} {self.metric}: {self.observed:.4g} {self.unit}, no baseline for this machine"
         if self.unit == COUNT:
             return (f"{self.status}: {self.label} {self.metric} {self.observed:g} vs baseline {self.baseline:g}"
                     + (f": {self.detail}" if self.detail else "")
                     + (f" [{self.software_note}]" if self.software_note else ""))
-        p = f", p={self.p_value:.3f}" if self.p_value is not None else ""
+        p = f", p={self.p_value:.2g}" if self.p_value is not None else ""
         return (
             f"{self.status}: {self.label} {self.metric} {self.observed:.4g} {self.unit} vs baseline "
-            f"{self.baseline:.4g} ({self.delta:+.1%}, tolerance {self.tolerance:.1%}{p})"
+            f"{self.baseline:.4g} ({self.delta:+.1%}, {self.gate_text()}{p})"
             + (f" [{self.software_note}]" if self.software_note else "")
         )
-
-
-def rank_test_can_decide(n1: int, n2: int) -> bool:
-    """Whether the smallest two-sided p-value these sample counts allow is below ALPHA.
-
-    With 3 rounds against 3 the exact Mann-Whitney test cannot go below p = 0.1, so
-    with so few samples the tolerance (widened by the spread) decides alone.
-    """
-    return n1 > 0 and n2 > 0 and 2.0 / math.comb(n1 + n2, n1) < ALPHA
 
 
 def software_difference(now: Mapping[str, object], then: Mapping[str, object]) -> str:
@@ -114,36 +111,52 @@ def compare(
     tolerance: float,
     software: Mapping[str, object] | None = None,
     reasons: Sequence[str] = (),
+    pool: Pool | None = None,
+    alpha: float = FAMILY_ALPHA,
 ) -> Verdict:
+    """Judge ``metric`` against the recorded runs of ``baseline`` (see the module's docstring).
+
+    ``pool``: the pooled spread of the figure's kind in its baseline file; ``alpha``: the
+    per-figure level (:func:`pytest_dlperf.judging.gates.family_alpha`).
+    """
     observed = metric.value
     common = dict(test=test, label=label, metric=metric.name, unit=metric.unit, direction=metric.direction,
                   observed=observed)
     if baseline is None:
         return Verdict(**common, baseline=None, tolerance=tolerance, status=MISSING)
     if metric.unit == COUNT:
-        return _compare_counts(common, baseline, software, reasons)
-    rel = (observed - baseline.value) / abs(baseline.value) if baseline.value else 0.0
-    worse_by = -rel if metric.direction == HIGHER else rel
-    noise = SPREAD_FACTOR * math.hypot(median_standard_error(metric.summary.rel_spread, len(metric.samples)),
-                                       median_standard_error(baseline.rel_spread, len(baseline.samples)))
-    effective = max(tolerance, min(noise, MAX_WIDENING * tolerance, MAX_EFFECTIVE_TOLERANCE))
-    p = None
-    if rank_test_can_decide(len(metric.samples), len(baseline.samples)):
-        p = mann_whitney_p(metric.samples, baseline.samples)
-    distinguishable = p is None or p < ALPHA
-    if worse_by > effective and distinguishable:
-        status = REGRESSION
-    elif -worse_by > effective and distinguishable:
-        status = IMPROVEMENT
-    else:
-        status = OK
-    note = software_difference(software or {}, baseline.software) if status != OK else ""
-    return Verdict(**common, baseline=baseline.value, tolerance=effective, status=status, p_value=p,
-                   software_note=note)
+        return _compare_counts(common, baseline, software, reasons, tolerance)
+    runs = baseline.runs or (baseline.value,)
+    centre = geometric_mean(runs)
+    gate = resolve(tolerance, runs, pool, alpha)
+    change = _log_change(observed, centre)
+    worse = -change if metric.direction == HIGHER else change
+    status = _outcome(worse, gate)
+    note = software_difference(software or {}, baseline.software) if status not in (OK, INCONCLUSIVE) else ""
+    return Verdict(**common, baseline=centre, tolerance=tolerance, status=status,
+                   p_value=two_sided_p(change, gate), software_note=note, gate=gate.width,
+                   noise=gate.noise, runs=len(runs), alpha=alpha)
+
+
+def _log_change(observed: float, centre: float) -> float:
+    """The change as a log ratio; for figures that can be zero, the relative change instead."""
+    if observed > 0 and centre > 0:
+        return math.log(observed / centre)
+    return (observed - centre) / abs(centre) if centre else 0.0
+
+
+def _outcome(worse: float, gate: Gate) -> str:
+    """The outcome of a change ``worse`` (log scale, positive = worse) at ``gate``."""
+    if abs(worse) <= math.log1p(gate.floor):
+        return OK
+    bound = gate.noise_bound
+    if bound is None or abs(worse) <= max(bound, math.log1p(gate.floor)):
+        return INCONCLUSIVE
+    return REGRESSION if worse > 0 else IMPROVEMENT
 
 
 def _compare_counts(common: dict, baseline: Baseline, software: Mapping[str, object] | None,
-                    reasons: Sequence[str]) -> Verdict:
+                    reasons: Sequence[str], tolerance: float) -> Verdict:
     """Events are exact: more than the baseline's is a regression, fewer an improvement."""
     observed, expected = common["observed"], baseline.value
     worse = observed > expected if common["direction"] != HIGHER else observed < expected
@@ -154,7 +167,8 @@ def _compare_counts(common: dict, baseline: Baseline, software: Mapping[str, obj
     if shown:
         detail = "; ".join(shown[:3]) + (f"; and {len(shown) - 3} more" if len(shown) > 3 else "")
     note = software_difference(software or {}, baseline.software) if status != OK else ""
-    return Verdict(**common, baseline=expected, tolerance=0.0, status=status, software_note=note, detail=detail)
+    return Verdict(**common, baseline=expected, tolerance=tolerance, status=status, software_note=note, detail=detail,
+                   gate=0.0, runs=len(baseline.runs))
 
 
 def failure_message(nodeid: str, verdicts: list[Verdict]) -> str:
