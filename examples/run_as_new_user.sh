@@ -68,7 +68,7 @@ grep -q "test_tiny_lm.py::test_tiny_lm_training_speed::tiny_lm@" "$WORK/project/
 step "3. the same code again: compared with the baselines, it passes"
 run_pytest compare
 [ "$code" = 0 ] || fail "the unchanged run exited $code, expected 0"
-expect compare "tiny_lm +throughput .* tokens/s .* (ok|improvement|inconclusive)"
+expect compare "tiny_lm +throughput .* tokens/s .* (no change|ok|improvement|inconclusive)"
 expect compare " 0 regressions"
 
 step "4. a slowed step (TINY_LM_REPEAT=6: six forward/backward passes per step) fails as a regression"

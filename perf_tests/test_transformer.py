@@ -21,7 +21,7 @@ import pytest
 
 from pytest_dlperf.profiles import GPT_SIZES
 from pytest_dlperf.settings import DEFAULT_AB_THRESHOLD as AB_THRESHOLD
-from pytest_dlperf.stats import SLOWER, decide
+from pytest_dlperf.judging.stats import SLOWER, decide
 
 pytestmark = pytest.mark.framework("torch")
 

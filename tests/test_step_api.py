@@ -90,7 +90,9 @@ def test_step_baselines_round_trip_under_the_workload_name(pytester: pytest.Pyte
     assert "proj/test_mine.py::test_mine::tiny_mlp@smoke" in text
     result = run(pytester, "proj", "--dlperf-tolerance=0.9")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["test_mine::tiny_mlp  throughput * rows/s * rows/s * ok*",
+    # compared with the recorded figures (one run: its noise is unknown, so the verdict is no change or
+    # inconclusive, never a failure)
+    result.stdout.fnmatch_lines(["test_mine::tiny_mlp  throughput * rows/s * rows/s *",
                                  "2 metrics compared with baselines. 0 regressions. * 0 missing baselines."])
 
 
@@ -240,7 +242,7 @@ def test_your_step_in_a_b_mode_runs_under_both_interpreters(pytester: pytest.Pyt
     result.assert_outcomes(passed=1)
     (test,) = read_reports([pytester.path / "report.xml"])
     assert "tiny_mlp" in test.ab and float(test.ab["tiny_mlp"]["ab_ratio"]) > 0
-    assert test.ab["tiny_mlp"]["ab_verdict"] in ("same", "faster", "slower")
+    assert test.ab["tiny_mlp"]["ab_verdict"] in ("same", "faster", "slower", "inconclusive")
 
 
 @TORCH
