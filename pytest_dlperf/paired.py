@@ -367,7 +367,8 @@ class _PacedChild:
 
     def failure(self, reason: str, detail: str) -> ScenarioFailed:
         self._log.flush()
-        return ScenarioFailed(f"{self.name} ({self.scenario.label})", reason, detail, tail(self.log_path))
+        traceback = (self._error() or {}).get("traceback", "")  # your step's own traceback, when it raised
+        return ScenarioFailed(f"{self.name} ({self.scenario.label})", reason, detail, tail(self.log_path), traceback)
 
     def kill(self) -> None:
         kill_process_group(self.proc.pid, grace=1.0)

@@ -30,12 +30,17 @@ KILL_GRACE_SECONDS = 5.0
 class ScenarioFailed(Exception):
     """The child did not produce a result; ``reason`` is one short phrase."""
 
-    def __init__(self, label: str, reason: str, detail: str, output_tail: str):
+    def __init__(self, label: str, reason: str, detail: str, output_tail: str, traceback: str = ""):
         self.label, self.reason, self.detail, self.output_tail = label, reason, detail, output_tail
+        #: Your code's traceback (its own frames only) when your step or model raised.
+        self.traceback = traceback
         super().__init__(f"{label}: {reason}: {detail}")
 
     def report(self) -> str:
-        return f"scenario {self.label!r} failed: {self.reason}: {self.detail}\n--- last output of the child ---\n{self.output_tail}"
+        head = f"scenario {self.label!r} failed: {self.reason}: {self.detail}"
+        if self.traceback:
+            head += f"\n--- your code's traceback ---\n{self.traceback}"
+        return f"{head}\n--- last output of the child ---\n{self.output_tail}"
 
 
 def kill_process_group(pgid: int, grace: float = KILL_GRACE_SECONDS) -> None:
@@ -184,6 +189,7 @@ def run_scenario(
         return TrainingResult.from_dict(payload["result"])
     if payload and "error" in payload:
         err = payload["error"]
-        raise ScenarioFailed(scenario.label, err["reason"], f"{err['type']}: {err['message']}", tail(log_path))
+        raise ScenarioFailed(scenario.label, err["reason"], f"{err['type']}: {err['message']}", tail(log_path),
+                             err.get("traceback", ""))
     reason = _signal_reason(code) if code < 0 else f"exited with status {code} and wrote no result"
     raise ScenarioFailed(scenario.label, "crashed", reason, tail(log_path))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -90,8 +91,21 @@ class Scenario:
     seed: int = 0
     #: Seconds the whole child may take before it is killed.
     timeout: float = 900.0
-    #: Name of this run inside its test ("fp32", "amp"): the baseline entry's key.
+    #: Name of this run inside its test ("fp32", "amp"): the baseline entry's key. A scenario with
+    #: ``step`` or ``model_factory`` defaults to its workload name (``model``) instead of its precision.
     label: str = ""
+    #: Your own training step: ``"package.module:make_step"``, imported in the child and called with
+    #: this scenario; it returns a callable that runs one step and returns the loss (docs/own-training-code.md).
+    step: str | None = None
+    #: Your own model for the core's own loop: ``"package.module:make_model"``, called with this scenario,
+    #: returning an ``nn.Module`` that maps (batch, 3, image_size, image_size) images to num_classes logits.
+    model_factory: str | None = None
+    #: Folders put first on the child's ``sys.path`` before it imports ``step``/``model_factory`` (the
+    #: pytest fixture passes the rootdir and the test's folder, so a module beside the test is found).
+    import_path: tuple[str, ...] = ()
+    #: Free-form settings of the model (JSON values): the sizes of the built-in ``gpt``, or whatever
+    #: your ``make_step`` reads (``scenario.model_config["hidden"]``).
+    model_config: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _choice("framework", self.framework, FRAMEWORKS)
@@ -120,14 +134,22 @@ class Scenario:
         bad_env = [k for k, v in self.env.items() if not isinstance(k, str) or not isinstance(v, str)]
         if bad_env:
             raise ScenarioError(f"env values must be strings; fix {bad_env}")
+        _check_user_code(self)
         if not self.label:
-            object.__setattr__(self, "label", self.precision)
+            object.__setattr__(self, "label", self.model if self.user_code else self.precision)
         object.__setattr__(self, "env", dict(self.env))
         object.__setattr__(self, "launch_prefix", tuple(self.launch_prefix))
+        object.__setattr__(self, "import_path", tuple(self.import_path))
+        object.__setattr__(self, "model_config", dict(self.model_config))
 
     @property
     def uses_channels_last(self) -> bool:
         return self.device == "cuda" if self.channels_last is None else self.channels_last
+
+    @property
+    def user_code(self) -> bool:
+        """Whether the child runs your code (``step`` or ``model_factory``): its name is the default label."""
+        return bool(self.step or self.model_factory)
 
     @property
     def compiled(self) -> bool:
@@ -150,11 +172,15 @@ class Scenario:
     def replace(self, **changes: Any) -> "Scenario":
         if "precision" in changes and "label" not in changes and self.label == self.precision:
             changes["label"] = changes["precision"]
+        elif "precision" in changes and "label" not in changes and self.user_code and self.label == self.model:
+            # two precisions of one step in a paired group need two names
+            changes["label"] = f"{self.model}-{changes['precision']}"
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["launch_prefix"] = list(self.launch_prefix)
+        data["import_path"] = list(self.import_path)
         return data
 
     def to_json(self) -> str:
@@ -169,9 +195,18 @@ class Scenario:
         return cls(**dict(data))
 
     def describe(self) -> str:
+        if self.step:
+            return (
+                f"{self.framework}/{self.model} (step {self.step}) {self.precision}{self._compilation_text()} on "
+                f"{self.device}, batch {self.batch_size}, {self.rounds}x{self.steps_per_round} steps after "
+                f"{self.warmup_steps} warm-up"
+            )
+        gpt = self.framework == "torch" and self.model == "gpt" and not self.model_factory
+        shape = _gpt_shape(self.model_config) if gpt else f"{self.image_size}px"
+        model = self.model if not self.model_factory else f"{self.model} (model {self.model_factory})"
         return (
-            f"{self.framework}/{self.model} {self.precision}{self._compilation_text()} on {self.device}, "
-            f"batch {self.batch_size}, {self.image_size}px, {self.rounds}x{self.steps_per_round} steps after "
+            f"{self.framework}/{model} {self.precision}{self._compilation_text()} on {self.device}, "
+            f"batch {self.batch_size}, {shape}, {self.rounds}x{self.steps_per_round} steps after "
             f"{self.warmup_steps} warm-up"
         )
 
@@ -203,3 +238,59 @@ def _check_compilation(s: Scenario) -> None:
     if s.jit_compile and s.framework == "torch":
         raise ScenarioError(f"jit_compile=True is TensorFlow's XLA switch; for torch use compile='default' "
                             "or 'max-autotune'")
+
+
+#: ``package.module:attribute``: what ``step=`` and ``model_factory=`` name (the entry-point syntax).
+_ENTRY = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+#: A workload name keys baseline entries (``node::label@profile``), so it holds none of their separators.
+_NAME = re.compile(r"^[A-Za-z0-9_][\w.\-]*$")
+#: The frameworks whose cores can run your own ``step``.
+STEP_FRAMEWORKS = ("torch", "tensorflow")
+
+
+def parse_entry(setting: str, value: Any) -> tuple[str, str]:
+    """``"pkg.mod:make_step"`` -> ("pkg.mod", "make_step"), or a ScenarioError that shows the fix."""
+    example = "my_model:make_step" if setting == "step" else "my_model:make_model"
+    if callable(value):
+        raise ScenarioError(
+            f"{setting}= takes a string 'package.module:function', not the object {value!r}: the training "
+            f"runs in a child process, which imports it by name; e.g. {setting}={example!r}")
+    if not isinstance(value, str) or not _ENTRY.match(value):
+        raise ScenarioError(
+            f"{setting}={value!r} is not 'package.module:function'; e.g. {setting}={example!r} for the "
+            f"function {example.split(':')[1]} in my_model.py beside the test file (or in an installed package)")
+    module, _, attribute = value.partition(":")
+    return module, attribute
+
+
+def _check_user_code(s: Scenario) -> None:
+    if s.step is not None:
+        parse_entry("step", s.step)
+        if s.framework not in STEP_FRAMEWORKS:
+            raise ScenarioError(f"step= is supported for {', '.join(STEP_FRAMEWORKS)}; not yet for {s.framework}")
+        if s.model_factory is not None:
+            raise ScenarioError("give either step= (your whole training step) or model_factory= (your model "
+                                "in the core's loop), not both")
+        if s.data != "synthetic":
+            raise ScenarioError(f"data={s.data!r} is read by the built-in loops; with step= your step reads "
+                                "its own data (pass the folder in model_config)")
+    if s.step is not None or s.model_factory is not None:
+        if not isinstance(s.model, str) or not _NAME.match(s.model):
+            raise ScenarioError(f"the workload name {s.model!r} keys the baselines: use letters, digits, "
+                                "'_', '-' and '.', e.g. 'my_mlp'")
+    if s.model_factory is not None:
+        parse_entry("model_factory", s.model_factory)
+        if s.framework != "torch":
+            raise ScenarioError(f"model_factory= is supported for torch; for {s.framework} write a step= instead")
+    bad_path = [p for p in s.import_path if not isinstance(p, str) or not p]
+    if bad_path:
+        raise ScenarioError(f"import_path entries must be folder names; fix {bad_path}")
+    try:
+        json.dumps(dict(s.model_config))
+    except (TypeError, ValueError) as exc:
+        raise ScenarioError(f"model_config must hold JSON values (it crosses to the child as JSON): {exc}") from None
+
+
+def _gpt_shape(config: Mapping[str, Any]) -> str:
+    keys = ("layers", "width", "heads", "context")
+    return " ".join(f"{k} {config[k]}" for k in keys if k in config) or "gpt"

@@ -149,6 +149,12 @@ class DlperfRun:
         overrides.setdefault("timeout", settings.timeout)
         if settings.rounds is not None:
             overrides.setdefault("rounds", settings.rounds)
+        if overrides.get("step") is not None or overrides.get("model_factory") is not None:
+            # your module may sit beside the test file, at the rootdir or in pytest's `pythonpath` folders
+            # (a src/ layout): the child looks there first, then in its installed packages
+            config = self._item.config
+            folders = (str(self._item.path.parent), str(config.rootpath), *(str(p) for p in config.getini("pythonpath")))
+            overrides.setdefault("import_path", tuple(dict.fromkeys(folders)))
         try:
             return scenario_for(self.profile, framework, model, **overrides)
         except ScenarioError as exc:

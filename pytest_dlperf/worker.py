@@ -27,6 +27,13 @@ CORES = {
     "tensorflow": "pytest_dlperf.cores.tf_core",
     "mxnet": "pytest_dlperf.cores.mxnet_core",
 }
+#: The cores that run your own ``step`` (``Scenario.step``) instead of a built-in model.
+STEP_CORES = {
+    "torch": "pytest_dlperf.cores.torch_step",
+    "tensorflow": "pytest_dlperf.cores.tf_step",
+}
+#: The built-in GPT-style language model (``model="gpt"``) has its own core.
+MODEL_CORES = {("torch", "gpt"): "pytest_dlperf.cores.torch_gpt"}
 #: A core trains from ``scenario.data`` through its framework's loader (``pytest_dlperf.loaders``)
 #: and records ``details["input_pipeline"]``.
 REAL_DATA = "real_data"
@@ -71,7 +78,27 @@ def classify(exc: BaseException) -> str:
         return "invalid scenario"
     if type(exc).__name__ == "NonFiniteLoss":
         return "non-finite loss"
+    if type(exc).__name__ == "UserCodeError":
+        return "error in your code"
     return "training failed"
+
+
+def core_module(scenario: Scenario) -> str:
+    """The module whose ``train(scenario, progress)`` runs ``scenario``."""
+    if scenario.step:
+        return STEP_CORES[scenario.framework]
+    if scenario.model_factory:  # your model in the framework's own loop, whatever its name
+        return CORES[scenario.framework]
+    return MODEL_CORES.get((scenario.framework, scenario.model), CORES[scenario.framework])
+
+
+def error_payload(exc: BaseException) -> dict[str, Any]:
+    """What the parent reports for a failed child; your code's errors carry their own traceback."""
+    error = {"reason": classify(exc), "type": type(exc).__name__, "message": str(exc)}
+    user_traceback = getattr(exc, "traceback", None)
+    if type(exc).__name__ == "UserCodeError" and isinstance(user_traceback, str):
+        error["traceback"] = user_traceback
+    return error
 
 
 def run(scenario: Scenario) -> TrainingResult:
@@ -80,7 +107,7 @@ def run(scenario: Scenario) -> TrainingResult:
     # one usable CPU and file its figures under another machine's baselines.
     environment = host_record()
     environment["hardware_key"] = hardware_key(scenario.device)
-    core = importlib.import_module(CORES[scenario.framework])
+    core = importlib.import_module(core_module(scenario))
     progress(f"start: {scenario.describe()}")
     metrics, losses, details, framework_env = core.train(scenario, progress)
     environment.update(framework_env)
@@ -107,10 +134,7 @@ def main(argv: list[str]) -> int:
         result = run(scenario)
     except BaseException as exc:  # report everything, including KeyboardInterrupt, then exit non-zero
         traceback.print_exc()
-        _write_atomically(
-            result_path,
-            {"error": {"reason": classify(exc), "type": type(exc).__name__, "message": str(exc)}},
-        )
+        _write_atomically(result_path, {"error": error_payload(exc)})
         return EXIT_ERROR
     _write_atomically(result_path, {"result": result.to_dict()})
     progress("done")

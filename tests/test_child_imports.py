@@ -83,6 +83,18 @@ def test_a_frameworks_child_loads_none_of_the_parents_modules(framework, child, 
     assert _parent_modules(loaded) == [], f"a {child} ({cores[framework]}) would load the parent's {_parent_modules(loaded)}"
 
 
+@pytest.mark.parametrize("core, framework", [("pytest_dlperf.cores.torch_step", "torch"),
+                                             ("pytest_dlperf.cores.torch_gpt", "torch"),
+                                             ("pytest_dlperf.cores.tf_step", "tensorflow")])
+def test_the_user_step_and_gpt_cores_load_none_of_the_parents_modules(core, framework):
+    """The cores for your own ``step=`` and the built-in GPT (the worker picks them by scenario)."""
+    if importlib.util.find_spec(framework) is None:
+        pytest.skip(f"{framework} is not installed in this environment")
+    loaded = loaded_by(core, *TRAINING_IMPORTS)
+    assert core in loaded
+    assert _parent_modules(loaded) == [], f"a training child ({core}) would load the parent's {_parent_modules(loaded)}"
+
+
 def test_a_loader_child_loads_none_of_the_parents_modules():
     loaded = loaded_by(*LOADER_IMPORTS)
     assert "pytest_dlperf.loaders" in loaded

@@ -64,15 +64,30 @@ def configure_precision(scenario: Scenario) -> None:
 
 
 def build_model(scenario: Scenario) -> torch.nn.Module:
-    try:
-        model = torchvision.models.get_model(scenario.model, weights=None, num_classes=scenario.num_classes)
-    except ValueError:
-        known = ", ".join(sorted(torchvision.models.list_models(module=torchvision.models))[:12])
-        raise ScenarioError(f"torchvision has no model {scenario.model!r}; e.g. {known}, ...") from None
+    if scenario.model_factory:
+        model = _user_model(scenario)
+    else:
+        try:
+            model = torchvision.models.get_model(scenario.model, weights=None, num_classes=scenario.num_classes)
+        except ValueError:
+            known = ", ".join(sorted(torchvision.models.list_models(module=torchvision.models))[:12])
+            raise ScenarioError(f"torchvision has no model {scenario.model!r}; e.g. {known}, ...") from None
     model = model.to(scenario.device)
     if scenario.uses_channels_last:
         model = model.to(memory_format=torch.channels_last)
     return model.train()
+
+
+def _user_model(scenario: Scenario) -> torch.nn.Module:
+    """Your ``model_factory(scenario)``: an nn.Module taking (batch, 3, H, W) images, giving class logits."""
+    from .. import usercode
+
+    factory = usercode.load("model_factory", scenario.model_factory or "", scenario.import_path)
+    model = usercode.call(f"{scenario.model_factory}(scenario)", factory, scenario)
+    if not isinstance(model, torch.nn.Module):
+        raise usercode.UserCodeError(f"{scenario.model_factory}(scenario) returned {type(model).__name__}, not a "
+                                     "torch.nn.Module", "")
+    return model
 
 
 class TorchTrainingLoop:

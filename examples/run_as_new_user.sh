@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# A new user's first session with pytest-dlperf and their own training code, end to end (tox -e examples):
+# this repository's wheel into a fresh venv, the example project (examples/own_step) copied elsewhere, then
+#   1. the first run passes and reports missing baselines,
+#   2. pytest --update-baselines three times (each run adds one run to every figure's history),
+#   3. the next run passes against them,
+#   4. a grossly slowed step (TINY_LM_REPEAT=6: six forward/backward passes per step) fails as a regression.
+# PYTHON picks the interpreter the venv is made from (default python3); KEEP=1 keeps the temporary folder.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "$0")/.." && pwd)"
+PYTHON="${PYTHON:-python3}"
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/dlperf-new-user-XXXXXX")"
+if [ "${KEEP:-0}" != 1 ]; then trap 'rm -rf "$WORK"' EXIT; fi
+# One compute thread: a second OpenMP thread waiting for a core that another job holds makes a shared
+# machine's step times swing far more than one thread sharing a core does. An explicit setting wins.
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
+
+step() { printf '\n=== %s\n' "$*"; }
+fail() { printf '\nFAILED: %s\n' "$*" >&2; exit 1; }
+# run_pytest NAME [ARGS...]: the example's tests, output kept in $WORK/NAME.log; sets $code
+run_pytest() {
+  local name="$1"; shift
+  set +e
+  (cd "$WORK/project" && "$WORK/venv/bin/python" -m pytest -p no:cacheprovider "$@") >"$WORK/$name.log" 2>&1
+  code=$?
+  set -e
+  cat "$WORK/$name.log"
+}
+expect() {  # expect NAME PATTERN: the log of run NAME has a line matching the extended regex PATTERN
+  grep -Eq -- "$2" "$WORK/$1.log" || fail "$1: no line matching '$2' in its output (above)"
+}
+
+step "building this repository's wheel"
+# from a copy without build outputs: setuptools would package a stale build/ folder's modules too,
+# and the checkout stays as it was
+mkdir "$WORK/src"
+tar -C "$REPO" --exclude=./.git --exclude=./.tox --exclude=./build --exclude='*.egg-info' --exclude=./reports \
+  -cf - . | tar -C "$WORK/src" -xf -
+"$PYTHON" -m pip wheel -q --no-deps -w "$WORK/dist" "$WORK/src"
+WHEEL="$(ls "$WORK"/dist/pytest_dlperf-*.whl)"
+
+step "a fresh venv with the wheel and its torch extra (torch 2.14.1, the CPU is all the example uses)"
+"$PYTHON" -m venv "$WORK/venv"
+"$WORK/venv/bin/python" -m pip install -q "torch==2.14.1" "torchvision==0.29.1" "${WHEEL}[torch]"
+cp -r "$REPO/examples/own_step" "$WORK/project"
+rm -rf "$WORK/project/baselines"
+
+step "1. first run: no baselines yet, so the figures are reported as missing and the test passes"
+run_pytest first
+[ "$code" = 0 ] || fail "the first run exited $code, expected 0 (missing baselines pass)"
+expect first "test_tiny_lm_training_speed::tiny_lm +throughput .* tokens/s .* missing"
+expect first "No [a-z]+ baselines for this machine"
+
+for i in 1 2 3; do
+  step "2.$i. recording baselines: pytest --update-baselines (run $i of 3)"
+  run_pytest "update$i" --update-baselines
+  [ "$code" = 0 ] || fail "--update-baselines run $i exited $code"
+  expect "update$i" "tiny_lm +throughput .* updated"
+done
+ls "$WORK/project/baselines/"*.json >/dev/null || fail "no baseline file under $WORK/project/baselines"
+grep -q "test_tiny_lm.py::test_tiny_lm_training_speed::tiny_lm@" "$WORK/project/baselines/"*.json \
+  || fail "the baseline file has no entry for the tiny_lm workload"
+
+step "3. the same code again: compared with the baselines, it passes"
+run_pytest compare
+[ "$code" = 0 ] || fail "the unchanged run exited $code, expected 0"
+expect compare "tiny_lm +throughput .* tokens/s .* (no change|ok|improvement|inconclusive)"
+expect compare " 0 regressions"
+
+step "4. a slowed step (TINY_LM_REPEAT=6: six forward/backward passes per step) fails as a regression"
+export TINY_LM_REPEAT=6
+run_pytest slowed
+unset TINY_LM_REPEAT
+[ "$code" = 1 ] || fail "the slowed run exited $code, expected 1 (a test failed)"
+expect slowed "regression: tiny_lm throughput .* tokens/s vs baseline"
+expect slowed "1 failed"
+
+step "the example behaved as a new user would expect: missing -> recorded -> ok -> regression caught"
