@@ -121,7 +121,7 @@ def _permutation_p(values: np.ndarray, bounds: Sequence[int], observed: float, m
     return (at_least + 1) / (done + 1)
 
 
-def change_points(values: Sequence[float], max_pvalue: float = MAX_PVALUE, permutations: int = PERMUTATIONS,
+def change_points(values: Sequence[float] | np.ndarray, max_pvalue: float = MAX_PVALUE, permutations: int = PERMUTATIONS,
                   min_size: int = MIN_SEGMENT, seed: int = 0) -> list[tuple[int, float]]:
     """E-divisive means: [(index of the first value on the new level, p)], in series order."""
     x = np.asarray(values, dtype=float)
@@ -374,7 +374,7 @@ def _noise(a: Analysis) -> str:
 
 def rows(analyses: Sequence[Analysis]) -> list[tuple[str, ...]]:
     several = len({a.series.hardware for a in analyses}) > 1
-    out = []
+    out: list[tuple[str, ...]] = []
     for a in analyses:
         s = a.series
         name, runs, last = s.name(several), str(len(s.points)), show(s.points[-1].value, s.unit)

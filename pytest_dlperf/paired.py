@@ -228,9 +228,9 @@ def interleave(starters: Sequence[Sequence[Callable[[], Paced]]], pairs: int, se
         finished = [[paced.finish(paced.timeout) for paced in group] for group in groups]
     finally:
         for group in started:
-            for paced in group:
-                if paced is not None:
-                    paced.kill()
+            for started_child in group:
+                if started_child is not None:
+                    started_child.kill()
     return Interleaved(throughput, order, finished)
 
 
@@ -411,10 +411,10 @@ def run_paired(
     one more generation runs, up to ``max_generations`` in all: an inconclusive comparison takes more
     process pairs (the interval's unit), a clear one stops at its plan.
     """
-    variants = [v if isinstance(v, Variant) else Variant(v) for v in variants]
-    if len(variants) < 2:
-        raise ScenarioError(f"a paired run needs at least 2 variants, got {len(variants)}")
-    keys = [v.key for v in variants]
+    group = [v if isinstance(v, Variant) else Variant(v) for v in variants]
+    if len(group) < 2:
+        raise ScenarioError(f"a paired run needs at least 2 variants, got {len(group)}")
+    keys = [v.key for v in group]
     if len(set(keys)) != len(keys):
         raise ScenarioError(f"paired variants need distinct labels (or names), got {keys}")
     if processes < 1:
@@ -422,7 +422,7 @@ def run_paired(
     if generations < 1:
         raise ScenarioError(f"generations={generations!r} must be >= 1")
     pairs = pairs_for(pairs, processes, generations)
-    width = build_width([v.scenario for v in variants]) if build_one_at_a_time is None else (
+    width = build_width([v.scenario for v in group]) if build_one_at_a_time is None else (
         1 if build_one_at_a_time else None)
     workdir = Path(tempfile.mkdtemp(prefix="paired-", dir=workdir))
     per_generation = pairs // generations
@@ -431,27 +431,27 @@ def run_paired(
     def starter(variant: Variant, index: int) -> Callable[[], _PacedChild]:
         return lambda: _PacedChild(variant, index, rounds_each, workdir, on_progress)
 
-    throughput: list[list[float]] = [[] for _ in variants]
-    per_variant: list[list[TrainingResult]] = [[] for _ in variants]
+    throughput: list[list[float]] = [[] for _ in group]
+    per_variant: list[list[TrainingResult]] = [[] for _ in group]
     order: list[tuple[str, int]] = []
     def ratios_now() -> dict[str, PairedRatio]:
         units = pair_units(len(throughput[0]), processes, per_generation)
         return {keys[v]: paired_ratio(throughput[v], throughput[0], confidence, units)
-                for v in range(1, len(variants))}
+                for v in range(1, len(group))}
 
     g = 0
     while g < generations or (decided is not None and g < (max_generations or generations)
                               and not decided(ratios_now())):
         first = g * processes
-        run = interleave([[starter(v, first + p) for p in range(processes)] for v in variants], per_generation,
+        run = interleave([[starter(v, first + p) for p in range(processes)] for v in group], per_generation,
                          settle_seconds, width, first_pair=g * per_generation)
-        for v in range(len(variants)):
+        for v in range(len(group)):
             throughput[v] += run.throughput[v]
             per_variant[v] += run.finished[v]
         order += [(keys[v], first + p) for v, p in run.order]
         g += 1
     results = {keys[v]: merge(per_variant[v], throughput[v], processes * g)
-               for v in range(len(variants))}
+               for v in range(len(group))}
     return PairedResult(keys[0], results, ratios_now(), order)
 
 

@@ -19,7 +19,7 @@ def _short(nodeid: str, label: str) -> str:
 
 
 def rows(verdicts: Iterable[Verdict]) -> list[tuple[str, ...]]:
-    out = []
+    out: list[tuple[str, ...]] = []
     for v in verdicts:
         shown, unit = readable(v.observed, v.unit)
         scale = v.observed / shown if shown else 1.0

@@ -93,7 +93,7 @@ def _count(name: str, value: Any, step: str, *, integer: bool) -> Any:
     if isinstance(value, bool) or not isinstance(value, kind) or value <= 0:
         need = "a positive integer" if integer else "a positive number"
         raise UserCodeError(f"step={step!r}: the step's {name}={value!r} must be {need}", "")
-    return int(value) if integer else float(value)
+    return int(value) if integer else float(value)  # type: ignore[call-overload]  # a checked numbers.Integral
 
 
 class UserStep:

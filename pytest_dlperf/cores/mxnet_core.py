@@ -222,7 +222,7 @@ class OverflowCounter:
     @property
     def loss_scale(self) -> float:
         """The scale the next step's loss is multiplied by."""
-        return float(self.scaler.loss_scale)
+        return float(self.scaler.loss_scale)  # type: ignore[union-attr]  # set whenever fp16 loss scaling is on
 
 
 class MXNetTrainingLoop:

@@ -148,7 +148,7 @@ def main(argv: list[str]) -> int:
     accuracy = evaluate(model, config)  # every worker: reading BN statistics is a collective under MWMS
     arrays = {f"p{i:03d}": np.asarray(w) for i, w in enumerate(model.get_weights())}
     params_path = result_path.with_suffix(".params.npz")
-    np.savez(params_path, **arrays)
+    np.savez(params_path, **arrays)  # type: ignore[arg-type]  # numpy's stub types the keywords as allow_pickle
     payload = {
         "rank": rank, "world": world,
         # what the strategy is, not what was asked for (its class is CollectiveAllReduceStrategy)

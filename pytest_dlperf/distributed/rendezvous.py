@@ -20,9 +20,12 @@ import os
 import socket
 import tempfile
 from pathlib import Path
-from typing import IO, Mapping
+from typing import IO, TYPE_CHECKING, Mapping
 
 from .job import PACKAGE_ROOT, Job, Rank
+
+if TYPE_CHECKING:  # remote imports this module
+    from .remote import RemotePorts
 from .launchers import Launcher
 from .protocol import JOB_MARKER
 
@@ -82,7 +85,7 @@ _SET_BY_STARTER = {"torchrun": ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR
                    "mpi": ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
 
 
-def rank_environments(job: Job, job_id: str, ports: PortReservation) -> dict[Rank, dict[str, str]]:
+def rank_environments(job: Job, job_id: str, ports: PortReservation | RemotePorts) -> dict[Rank, dict[str, str]]:
     """Each rank's full environment: ours, the job marker, the framework's rendezvous variables."""
     launcher = job.launcher
     base = dict(os.environ)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from ..result import HIGHER, Metric
 from .baselines import Baseline
@@ -120,8 +120,8 @@ def compare(
     per-figure level (:func:`pytest_dlperf.judging.gates.family_alpha`).
     """
     observed = metric.value
-    common = dict(test=test, label=label, metric=metric.name, unit=metric.unit, direction=metric.direction,
-                  observed=observed)
+    common: dict[str, Any] = dict(test=test, label=label, metric=metric.name, unit=metric.unit,
+                                  direction=metric.direction, observed=observed)
     if baseline is None:
         return Verdict(**common, baseline=None, tolerance=tolerance, status=MISSING)
     if metric.unit == COUNT:
