@@ -92,8 +92,9 @@ def tolerance_of(m: MetricRecord) -> float:
 
 
 def noise_unknown(m: MetricRecord) -> bool:
-    """A judged figure whose report gives no gate: its noise is unknown (n=1 run, or nothing to pool)."""
-    return m.verdict in JUDGED and m.detectable is None
+    """A judged figure whose report says ``.detectable unknown`` (one recorded run, nothing to pool). A
+    report from before gates were recorded has no ``.runs`` either, and is not marked: it does not say."""
+    return m.verdict in JUDGED and m.detectable is None and m.runs is not None
 
 
 def unit_scales(figures: Sequence[MetricRecord]) -> dict[tuple[str, str], tuple[float, str]]:
