@@ -138,7 +138,7 @@ class Group:
         for moved, way in ((self.up, "up"), (self.down, "down")):
             if n >= SHIFT_MIN_FIGURES and len(moved) >= SHIFT_SHARE * n:
                 deltas = sorted(m.delta or 0.0 for m in moved)
-                who = "all" if len(moved) == n else f"{len(moved)} of {n}"
+                who = f"all {n}" if len(moved) == n else f"{len(moved)} of {n}"
                 span = f"{deltas[0]:+.0%}" + (f" to {deltas[-1]:+.0%}" if len(deltas) > 1 else "")
                 return (f"{who} {self.framework or 'unknown framework'} {self.metric} figures on "
                         f"{self.hardware or 'an unnamed machine'} moved {way} ({span}, each beyond its "
