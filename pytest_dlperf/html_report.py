@@ -151,7 +151,7 @@ def _spread(m: MetricRecord, scale: tuple[float, str] | None = None) -> str:
     if m.interval or not m.iqr:
         return ""
     divisor = scale[0] if scale else 1.0
-    return f" <small>IQR {m.iqr / divisor:.2g}</small>"
+    return f" <small>IQR {m.iqr / divisor:.3g}</small>"
 
 
 def _gate(m: MetricRecord) -> str:
@@ -180,7 +180,7 @@ def _metric_row(m: MetricRecord, with_test: bool = False, hardware: str = "", sc
     direction = " <small>(lower is better)</small>" if m.direction == LOWER else ""
     floor = f" <small>claim ≥ {m.floor:.3g}x</small>" if m.floor is not None else ""
     paired = "<br>".join(_e(paired_text(p)) for p in paired_evidence(m, figures))
-    cells += [f"<td><code>{_name(m.hardware or hardware or '–')}</code></td>", f"<td>{_e(m.label)}</td>",
+    cells += [f'<td class="hw"><code>{_e(m.hardware or hardware or "–")}</code></td>', f"<td>{_e(m.label)}</td>",
               f"<td>{_e(m.metric)}{direction}</td>",
               f'<td class="num">{_e(_observed(m, scale))}{_spread(m, scale)}{floor}</td>',
               f'<td class="num">{_e(figure(m.baseline, m.unit, scale))}</td>',
@@ -241,7 +241,7 @@ def _failure_table(ts: Sequence[TestRecord], head: str) -> str:
     return (f'<table><tr><th class="test">{_e(head)}</th><th>hardware</th><th>outcome</th>'
             "<th>first line of the message</th></tr>"
             + "".join(f'<tr><td class="test"><code>{_name(_short(t.test))}</code></td>'
-                      f"<td><code>{_name(t.hardware or '–')}</code></td>"
+                      f'<td class="hw"><code>{_e(t.hardware or "–")}</code></td>'
                       f'<td class="v-regression">{_e(t.outcome)}</td><td>{_e(t.message or "(no message)")}</td></tr>'
                       for t in ts) + "</table>")
 
@@ -305,7 +305,7 @@ def rollup_section(d: Digest) -> str:
         cls = ' class="warn"' if g.shift() else ""
         direction = " <small>(lower is better)</small>" if g.figures[0].direction == LOWER else ""
         out.append(f"<tr{cls}><td>{_e(g.framework or '–')}</td><td>{_e(g.metric)}{direction}</td>"
-                   f"<td><code>{_name(g.hardware or '–')}</code></td><td class=\"num\">{n}</td>"
+                   f'<td class="hw"><code>{_e(g.hardware or "–")}</code></td><td class="num">{n}</td>'
                    f'<td class="num">{_e(_pct(g.median))}</td><td class="num">{up}</td><td class="num">{down}</td>'
                    f'<td class="num">{n - up - down}</td></tr>')
     out.append("</table></section>")
@@ -423,7 +423,7 @@ h2{border-bottom:2px solid #ddd;padding-bottom:.2em;margin-top:1.4em}
 .legend{font-size:.85em;color:#444}.warn{background:#fff4d6}p.warn{padding:.3em .5em;border-left:.4em solid #ff7f0e}
 table{border-collapse:collapse;margin:.4em 0 1em;font-size:.85em;max-width:100%}th,td{border:1px solid #ddd;
 padding:.2em .4em;text-align:left;vertical-align:top}td code{overflow-wrap:break-word}th{background:#f4f4f4}
-td.num{text-align:right;white-space:nowrap}.test{min-width:14em}td.paired{font-size:.9em;min-width:10em}
+td.num,td.hw{white-space:nowrap}td.num{text-align:right}.test{min-width:14em}td.paired{font-size:.9em;min-width:10em}
 .mark{display:inline-block;font-size:.8em;padding:0 .3em;border:1px solid #ff7f0e;border-radius:.3em;color:#8a4b00}
 .v-regression{color:#fff;background:#d62728}.v-improvement{color:#fff;background:#2ca02c}
 .v-missing{background:#eee}.v-updated{background:#e6dcf3}.v-ok{color:#1f77b4}.v-inconclusive{background:#fff4d6}
