@@ -27,6 +27,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from .digest import better_change, noise_unknown
 from .junit import LOWER, MetricRecord, TestRecord
 from .units import readable, show
 
@@ -79,16 +80,38 @@ def test_file(test: str) -> str:
     return Path(test.split("::", 1)[0]).stem or "tests"
 
 
-def _short_test(test: str, limit: int = 60) -> str:
-    name = test.split("::", 1)[-1]
-    if len(name) > limit:  # keep the start and the parameters: test_cpu_precisions_tra...hput[resnet18]
-        name = name[: limit // 2 - 2] + "..." + name[-(limit // 2 - 1):]
-    return name
+def wrap_name(text: str, width: int = 56) -> str:
+    """``text`` whole, broken into lines of at most ``width`` characters after ``::``, ``_``, ``-`` or ``,``
+    or before ``[`` (a single piece longer than ``width`` stays whole on its line): never cut or elided."""
+    pieces = [p for p in re.split(r"(?<=::)|(?<=[_,-])|(?=\[)", text) if p]
+    lines = [""]
+    for piece in pieces:
+        if lines[-1] and len(lines[-1]) + len(piece) > width:
+            lines.append("")
+        lines[-1] += piece
+    return "\n".join(lines)
+
+
+def _short_test(test: str, width: int = 56) -> str:
+    """The test's name after its file, whole, wrapped to ``width``."""
+    return wrap_name(test.split("::", 1)[-1], width)
+
+
+def _marks(m: MetricRecord) -> str:
+    """n=1 and noise unknown, as the tables mark them."""
+    marks = (["n=1"] if m.n == 1 else []) + (["noise unknown"] if noise_unknown(m) else [])
+    return f"  [{', '.join(marks)}]" if marks else ""
 
 
 def _row_label(m: MetricRecord) -> str:
     worse = " (lower is better)" if m.direction == LOWER else ""
     return f"{m.label} · {m.metric}{worse}\n{_short_test(m.test)}"
+
+
+def _row_inches(labels: Sequence[str]) -> float:
+    """Height per row: enough for the tallest label's lines at the tick font (a wrapped name grows it)."""
+    lines = max((label.count("\n") + 1 for label in labels), default=1)
+    return max(ROW_INCHES, 0.19 * lines)
 
 
 def workers_of(test: TestRecord, label: str) -> int | None:
@@ -140,8 +163,8 @@ def _hardware(metrics: list[MetricRecord]) -> str:
     return f" on {', '.join(keys)}" if keys else ""
 
 
-def _figure(rows: int) -> Figure:
-    return Figure(figsize=(12, 1.9 + ROW_INCHES * rows), dpi=DPI)
+def _figure(rows: int, row_inches: float = ROW_INCHES) -> Figure:
+    return Figure(figsize=(12, 1.9 + row_inches * rows), dpi=DPI)
 
 
 def _title_and_legend(fig: Figure, title: str, handles: list) -> None:
@@ -153,61 +176,82 @@ def _title_and_legend(fig: Figure, title: str, handles: list) -> None:
 
 
 def _relative_spread(m: MetricRecord) -> tuple[float, float]:
-    """Whisker below and above the delta, relative to the baseline."""
+    """Whisker on the worse and the better side of the change, relative to the baseline."""
     assert m.baseline
     if m.interval is not None:
-        return ((m.value - m.interval[0]) / abs(m.baseline), (m.interval[1] - m.value) / abs(m.baseline))
-    half = (m.iqr or 0.0) / 2 / abs(m.baseline)
-    return half, half
+        low, high = (m.value - m.interval[0]) / abs(m.baseline), (m.interval[1] - m.value) / abs(m.baseline)
+    else:
+        low = high = (m.iqr or 0.0) / 2 / abs(m.baseline)
+    return (high, low) if m.direction == LOWER else (low, high)
+
+
+def _gate(m: MetricRecord) -> float | None:
+    """The band the verdict used: the figure's gate where the report records it, else its tolerance."""
+    return m.detectable if m.detectable is not None else m.tolerance
 
 
 def delta_chart(metrics: list[MetricRecord], name: str, title: str) -> Chart:
-    """Each figure's change from its baseline, in percent, in its tolerance band, coloured by verdict."""
+    """Each figure's change from its baseline, in percent, signed so that right is better for every
+    figure (a lower-is-better figure's change is flipped), in its gate's band, coloured by verdict."""
     rows = len(metrics)
-    fig = _figure(rows)
+    labels = [_row_label(m) for m in metrics]
+    fig = _figure(rows, _row_inches(labels))
     ax = fig.add_subplot()
+    # The axis fits the changes and the bands (a whisker far wider than both does not widen it).
     limit = 0.1
+    for m in metrics:
+        better = better_change(m) or 0.0
+        low, high = _relative_spread(m)
+        reach = max(abs(better), _gate(m) or 0.0)
+        limit = max(limit, min(MAX_DELTA_AXIS, abs(better) + min(max(low, high), reach)), _gate(m) or 0.0)
+    edge = 1.15 * limit
     for i, m in enumerate(metrics):
         y = rows - 1 - i
         delta = m.delta or 0.0
+        better = better_change(m) or 0.0
         low, high = _relative_spread(m)
-        tol = m.tolerance
+        tol = _gate(m)
         if tol is not None:
             ax.fill_betweenx([y - 0.42, y + 0.42], -100 * tol, 100 * tol, color=BAND_COLOUR, zorder=0)
         colour = VERDICT_COLOUR.get(m.verdict or "", RECORDED_COLOUR)
-        shown = max(-MAX_DELTA_AXIS, min(MAX_DELTA_AXIS, delta))
+        shown = max(-edge, min(edge, better))
         ax.barh(y, 100 * shown, 0.55, color=colour, zorder=2)
         if low or high:
-            ax.errorbar(100 * shown, y, xerr=[[100 * low], [100 * high]], fmt="none", ecolor="#222222",
-                        capsize=4, zorder=3)
-        # The axis fits the changes and the bands; a whisker far wider than both is cut at the edge.
-        reach = max(abs(delta), tol or 0.0)
-        limit = max(limit, min(MAX_DELTA_AXIS, abs(delta) + min(max(low, high), reach)), tol or 0.0)
+            # Whiskers end at the axis; one that ran past it ends in an arrowhead there.
+            left, right = max(-edge, shown - low), min(edge, shown + high)
+            ax.errorbar(100 * shown, y, xerr=[[100 * (shown - left)], [100 * (right - shown)]], fmt="none",
+                        ecolor="#222222", capsize=4, zorder=3)
+            for end, cut, marker in ((left, shown - low < -edge, "<"), (right, shown + high > edge, ">")):
+                if cut:
+                    ax.plot(100 * end, y, marker=marker, color="#222222", markersize=7, zorder=4, clip_on=False)
         note = (f"{show(m.value, m.unit)} vs {show(m.baseline, m.unit)}" + f"  {delta:+.1%}"
-                + (f"  ±{tol:.0%}" if tol is not None else "") + f"  {m.verdict or 'recorded'}")
+                + (f"  ±{tol:.0%}" if tol is not None else "") + f"  {m.verdict or 'recorded'}" + _marks(m))
         ax.text(1.01, y, note, transform=ax.get_yaxis_transform(), va="center", fontsize=FONT - 1)
     ax.axvline(0, color=BASELINE_COLOUR, linewidth=1)
-    ax.set_xlim(-115 * limit, 115 * limit)
+    ax.set_xlim(-100 * edge, 100 * edge)
     ax.set_ylim(-0.7, rows - 0.3)
-    ax.set_yticks(range(rows - 1, -1, -1), [_row_label(m) for m in metrics], fontsize=FONT - 1)
-    ax.set_xlabel("change from the baseline (%): right = larger figure; whiskers: ±IQR/2 of the rounds "
-                  "or a paired ratio's 95% interval", fontsize=FONT)
+    ax.set_yticks(range(rows - 1, -1, -1), labels, fontsize=FONT - 1)
+    ax.set_xlabel("change from the baseline (%), right = better: lower-is-better figures (time, memory) are flipped\n"
+                  "whiskers: ±IQR/2 of the rounds or a paired ratio's 95% interval, cut at the axis (▸)",
+                  fontsize=FONT)
     ax.tick_params(axis="x", labelsize=FONT)
     ax.grid(axis="x", alpha=0.3)
     handles = [Patch(color=c, label=v) for v, c in VERDICT_COLOUR.items() if any(m.verdict == v for m in metrics)]
-    handles.append(Patch(color=BAND_COLOUR, label="tolerance the verdict used"))
+    handles.append(Patch(color=BAND_COLOUR, label="gate the verdict used (± its tolerance where no gate is recorded)"))
     _title_and_legend(fig, title, handles)
-    caption = ("Each judged figure's change from this machine's baseline (0 = the baseline) inside the "
-               "tolerance band its verdict used; a bar outside the band was a regression or an improvement "
-               "only where the rounds told the two apart. Beyond "
-               f"±{MAX_DELTA_AXIS:.0%} a bar is clipped; the text on the right gives the figures.")
+    caption = ("Each judged figure's change from this machine's baseline (0 = the baseline), right = better "
+               "for every bar (the change of a lower-is-better figure, time or memory, is flipped), inside the "
+               "band of its gate (its tolerance where the report records no gate). A bar outside the band was a "
+               "regression or an improvement only beyond the figure's run-to-run noise. A bar or whisker past "
+               "the axis is cut at its edge; the text on the right gives the figures and their raw change.")
     return Chart(name, title, caption, fig)
 
 
 def speedup_chart(metrics: list[MetricRecord], name: str, title: str) -> Chart:
     """Paired speedups: estimate with 95% interval, the baseline, 1x and the test's claimed floor."""
     rows = len(metrics)
-    fig = _figure(rows)
+    labels = [_row_label(m) for m in metrics]
+    fig = _figure(rows, _row_inches(labels))
     ax = fig.add_subplot()
     right = 1.2
     for i, m in enumerate(metrics):
@@ -228,8 +272,8 @@ def speedup_chart(metrics: list[MetricRecord], name: str, title: str) -> Chart:
     ax.axvline(1.0, color="#333333", linestyle=":", linewidth=1.2)
     ax.set_xlim(0, right * 1.1)
     ax.set_ylim(-0.7, rows - 0.3)
-    ax.set_yticks(range(rows - 1, -1, -1), [_row_label(m) for m in metrics], fontsize=FONT - 1)
-    ax.set_xlabel("speedup (x, paired rounds); dotted: 1x, no change", fontsize=FONT)
+    ax.set_yticks(range(rows - 1, -1, -1), labels, fontsize=FONT - 1)
+    ax.set_xlabel("speedup (x, paired rounds), right = better; dotted: 1x, no change", fontsize=FONT)
     ax.tick_params(axis="x", labelsize=FONT)
     ax.grid(axis="x", alpha=0.3)
     handles = [Line2D([], [], marker="o", color="#1f77b4", label="speedup, 95% interval (colour: verdict)"),
@@ -270,7 +314,7 @@ def scaling_chart(tests: list[TestRecord], name: str, title: str) -> Chart:
         ideal = [v0 if per_worker else v0 * w / w0 for w in workers]
         efficiency = [100 * v / ideal_v for v, ideal_v in zip(values, ideal)]
         colour = f"C{i % 10}"
-        name_ = _short_test(t.test, 48)
+        name_ = _short_test(t.test, 48)  # whole, wrapped
         left.errorbar(workers, values, yerr=[(m.iqr or 0) / 2 for _, m in points], marker="o", capsize=4,
                       color=colour, label=name_)
         left.plot(workers, ideal, linestyle="--", color=colour, alpha=0.5)

@@ -115,8 +115,8 @@ def test_summary_shows_each_metric_with_unit_baseline_delta_and_verdict(tmp_path
     report = write_report(tmp_path / "r.xml", [amp_case(fp32=90.0, verdicts=("regression", "ok"))])
     code, out, err = run(capsys, "summary", str(report))
     assert code == 0 and err == ""
-    assert "| fp32 | throughput | 90 ± 2 | img/s | 100 | -10.0% | 🔴 regression |" in out
-    assert "| amp_bf16 | throughput | 210 ± 3 | img/s | 200 | +5.0% | ok |" in out
+    assert "| fp32 | throughput | 90 (IQR 4) | img/s | 100 | -10.0% | 🔴 regression |" in out
+    assert "| amp_bf16 | throughput | 210 (IQR 6) | img/s | 200 | +5.0% | ok |" in out
     assert "| fp32 | achieved_tflops | 0.12 | TFLOP/s | - | - | recorded |" in out
     assert "`perf_tests/test_fake.py::test_amp[resnet18]` on `cpu-test-4cpu`" in out
     assert "- **fp32**: torch/resnet18 fp32 on cpu, batch 16" in out
@@ -471,7 +471,7 @@ def test_a_report_written_by_pytest_is_summarised_and_compared(pytester, tmp_pat
     assert code == 0, _
     assert "**2 tests**: 1 passed, 1 failed" in out
     assert "1 regression, 1 improvement, 0 missing baselines" in out
-    assert "| fp32 | throughput | 80 ± 1 | img/s | 100 | -20.0% | 🔴 regression |" in out
+    assert "| fp32 | throughput | 80 (IQR 2) | img/s | 100 | -20.0% | 🔴 regression |" in out
     assert ("- `test_fake_perf.py::test_fake_throughput[80.0]`: AssertionError: regression: fp32 throughput "
             "80 samples/s vs baseline 100 (-20.0%)") in out
 
@@ -568,3 +568,19 @@ def test_each_test_shows_the_skip_reason_of_the_report_that_ran_it(tmp_path, cap
         code, out, _ = run(capsys, "summary", *map(str, order))
         assert code == 0
         assert f"- 3 tests: {GPU_SKIP} (`mxnet.xml`)" in out and "not installed" not in out
+
+
+def test_summary_opens_with_the_verdict_line_and_counts_each_figure_once(tmp_path, capsys):
+    from test_html_report import big_run  # a run with a regression in two reports, a NaN loss, a memory shift
+
+    expected = big_run(tmp_path / "run")
+    code, out, _ = run(capsys, "summary", *map(str, sorted((tmp_path / "run").glob("*.xml"))))
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[2].startswith(f"**FAILED: {expected['regressions']} regressions beyond their noise, "
+                               f"{expected['correctness']} correctness failure, {expected['inconclusive']} inconclusive")
+    assert out.index("### Correctness failures") < out.index("regressions beyond the figures' noise (each figure once)")
+    assert out.count("> ⚠️ all 10 tensorflow peak_host_memory figures on cpu-test-4cpu moved up") == 1
+    assert "**80 metrics**" in out  # torch.xml and torch-merged.xml hold the same 40: counted once
+    assert "amp_vs_fp32 speedup 1.5x [1.41, 1.62], ok" in out
+    assert "±10% ⚠️noise unknown" in out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import shutil
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_dlperf.html_report import read_runs, sparkline, unique_tests
-from test_cli import HW, amp_case, case, run, scaling_case, write_report
+from test_cli import HW, amp_case, case, metric_props, run, scaling_case, write_report
 
 DATA = Path(__file__).parent / "data"
 
@@ -39,20 +40,24 @@ def html_of(tmp_path: Path, capsys: pytest.CaptureFixture[str], *paths: Path) ->
 
 
 def text_of(page: str) -> str:
-    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
+    """The page's words; a line-break opportunity (``<wbr>``) inside a test name is no space."""
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page.replace("<wbr>", "")))
 
 
 def test_the_newest_run_in_detail_regressions_first_and_every_figure_s_history(tmp_path, capsys):
     page = html_of(tmp_path, capsys, *reversed(three_runs(tmp_path)))  # given in any order
     text = text_of(page)
-    assert "pytest-dlperf report: run3" in text
+    # The title names the run by its machine and day; the verdict line comes first.
+    assert "<title>pytest-dlperf: cpu-test-4cpu · 2023-11-15</title>" in page
+    assert text.index("FAILED: 1 regression beyond its noise, 0 correctness failures") < text.index("Summary")
     # Two tests, counted once though test_amp is in two reports (passed in one, skipped in the other).
     assert "2 tests (each counted once" in text and "0 passed 1 failed" not in text and "1 passed" in text
     # Regressions and failures come before the per-test tables and the charts.
     assert page.index('id="attention"') < page.index('id="tests"') < page.index('id="charts"')
     attention = text[text.index("Regressions and failures"):text.index("Tests perf_tests")]
     assert "regression: fp32 throughput 80 samples/s vs baseline 100 (-20.0%)" in attention
-    assert "fp32 throughput 80 img/s ± 2 100 img/s -20.0%" in attention
+    assert "cpu-test-4cpu fp32 throughput 80 img/s IQR 4 100 img/s -20.0%" in attention
+    assert "amp_vs_fp32 speedup 2.62x" in attention  # the paired evidence beside the absolute throughput
     # Units a person reads; the direction where lower is better.
     assert "1.863 GiB" in text and "peak_host_memory (lower is better)" in text
     # History: the figure in each run, oldest first, the change of the newest, and a sparkline.
@@ -83,8 +88,8 @@ def test_a_rerun_under_another_hardware_key_is_told_apart(tmp_path, capsys):
     capped = amp_case(fp32=70.0).replace(HW, "cpu-test-4cpu-isa-avx512-core")
     write_report(folder / "torch-capped.xml", [capped])
     text = text_of(html_of(tmp_path, capsys, folder / "torch.xml", folder / "torch-capped.xml"))
-    assert "fp32 on cpu-test-4cpu-isa-avx512-core throughput 70 img/s" in text
-    assert "fp32 throughput 100 img/s" in text
+    assert "cpu-test-4cpu-isa-avx512-core fp32 throughput 70 img/s" in text
+    assert "cpu-test-4cpu fp32 throughput 100 img/s" in text
 
 
 def test_runs_are_ordered_by_their_reports_timestamps(tmp_path):
@@ -163,7 +168,7 @@ def test_chromium_renders_the_page_with_its_figures_and_charts(tmp_path, capsys)
     dom = _browse(tmp_path, page, "--dump-dom")
     assert dom.returncode == 0, dom.stderr[-2000:]
     text = text_of(dom.stdout)
-    assert "1 regression" in text and "80 img/s ± 2" in text and "-20.0%" in text
+    assert "1 regression" in text and "80 img/s IQR 4" in text and "-20.0%" in text
     assert "History" in text and "97 img/s" in text
 
     shot = tmp_path / "shot.png"
@@ -201,3 +206,123 @@ def test_skip_missing_leaves_out_absent_reports(tmp_path, capsys):
     assert code == 0 and (tmp_path / "html" / "index.html").is_file(), err
     code, _, err = run(capsys, "html", "--skip-missing", str(absent), "--out", str(tmp_path / "html"))
     assert code == 2 and err.strip() == f"dlperf html: error: none of the reports exist: {absent}"
+
+
+# --- a large run, as a person reads it (issue 26) --------------------------------------------------
+
+LONG = "test_cpu_precisions_train_and_hold_their_throughput_under_every_supported_setting"
+
+
+def gated(label: str, metric: str, value: float, unit: str, baseline: float, verdict: str,
+          tolerance: float = 0.1, detectable: str = "0.12", runs: int = 6) -> list[tuple[str, str]]:
+    """A figure as the plugin writes it since gates are recorded: tolerance, gate, noise and runs."""
+    direction = "lower" if metric in ("peak_host_memory", "step_time") else "higher"
+    return metric_props(label, metric, value, unit, verdict, baseline, iqr=value * 0.02) + [
+        (f"dlperf.{label}.{metric}.direction", direction), (f"dlperf.{label}.{metric}.tolerance", str(tolerance)),
+        (f"dlperf.{label}.{metric}.detectable", detectable), (f"dlperf.{label}.{metric}.runs", str(runs))]
+
+
+def big_run(folder: Path) -> dict[str, object]:
+    """One run of 20 tests (80 figures) on one machine: one torch throughput regression reported in two
+    files (a merged report beside its part), every TensorFlow memory figure up 12-21% (a shift of the
+    environment), a figure with unknown noise, and a test that failed on a NaN loss."""
+    folder.mkdir(parents=True)
+    torch_cases, tf_cases = [], []
+    for i in range(10):
+        for fw, cases in (("torch", torch_cases), ("tensorflow", tf_cases)):
+            params = f"[resnet{18 + i}-{fw}-amp_bf16-channels_last-batch64]"
+            props = [("dlperf.hardware", HW), ("dlperf.fp32.software",
+                                               f"framework={fw} framework_version=2.{i % 2}.0 python=3.11.7")]
+            regressed = fw == "torch" and i == 3
+            props += gated("fp32", "throughput", 70.0 if regressed else 100.0 + i, "samples/s", 100.0,
+                           "regression" if regressed else "ok")
+            memory = 1.0e9 * (1.12 + 0.01 * i) if fw == "tensorflow" else 1.0e9
+            props += gated("fp32", "peak_host_memory", memory, "bytes", 1.0e9,
+                           "regression" if fw == "tensorflow" and i >= 8 else "inconclusive" if fw == "tensorflow" else "ok")
+            unknown = fw == "torch" and i == 5
+            props += gated("fp32", "step_time", 0.2, "s", 0.16 if unknown else 0.2,
+                           "inconclusive" if unknown else "ok", detectable="unknown" if unknown else "0.12",
+                           runs=1 if unknown else 6)
+            props += gated("amp_vs_fp32", "speedup", 1.5, "x", 1.5, "ok") + [
+                ("dlperf.amp_vs_fp32.speedup.interval", "1.41 1.62")]
+            failure = None
+            if regressed:
+                failure = "regression: fp32 throughput 70 samples/s vs baseline 100 (-30.0%)"
+            if fw == "tensorflow" and i == 0:
+                failure = "AssertionError: the loss is NaN after 12 steps"
+            cases.append(case(LONG + params, props, failure=failure, classname=f"perf_tests.test_precision_{fw}"))
+    write_report(folder / "torch.xml", torch_cases)
+    write_report(folder / "tensorflow.xml", tf_cases)
+    write_report(folder / "torch-merged.xml", torch_cases)  # the same figures again: counted once
+    return {"regressions": 1 + 2, "correctness": 1, "inconclusive": 8 + 1}
+
+
+def test_a_large_run_opens_with_its_verdict_and_rolls_up_the_shift(tmp_path, capsys):
+    expected = big_run(tmp_path / "run")
+    page = html_of(tmp_path, capsys, tmp_path / "run")
+    text = text_of(page)
+    first = text[text.index("FAILED"):text.index("Regressions Roll-up")]
+    assert (f"FAILED: {expected['regressions']} regressions beyond their noise, "
+            f"{expected['correctness']} correctness failure, {expected['inconclusive']} inconclusive") in first
+    assert "80 figures on cpu-test-4cpu" in first and "tensorflow 2.0.0" in first and "torch 2.1.0" in first
+    # The NaN loss is a correctness failure, in its own section above the regressions.
+    assert page.index('id="correctness"') < page.index('id="attention"')
+    assert "the loss is NaN after 12 steps" in text[text.index("Correctness failures"):text.index("Regressions and")]
+    # The roll-up warns of the TensorFlow memory shift and of nothing else.
+    warnings = re.findall(r'<p class="warn">⚠ ([^<]*)</p>', page)
+    assert len(warnings) == 1 and warnings[0].startswith("all 10 tensorflow peak_host_memory figures on cpu-test-4cpu "
+                                                         "moved up (+12% to +21%")
+    # The paired evidence beside the regressed throughput; the figure with one recorded run is marked.
+    start = text.index("3 regressions beyond the figures' noise")
+    regressions = text[start:text.index("Failed tests", start)]
+    assert "amp_vs_fp32 speedup 1.5x [1.41, 1.62]" in regressions
+    assert "noise unknown" in text[text.index("inconclusive figures"):]
+    # Every memory figure in one unit (1.0-1.21e9 bytes straddle 1 GiB: shown all in MiB, or all in GiB).
+    assert ("MiB" in text) != ("GiB" in text)
+
+
+def _geometry(tmp_path: Path, page: Path, width: int, height: int) -> dict:
+    """The page as Chromium lays it out at ``width`` x ``height``: a script added to a copy of the
+    page (the page itself has none) writes element boxes into the DOM, which --dump-dom returns."""
+    import json
+
+    probe = """<script>addEventListener('load', () => {
+      const box = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+      const out = {viewport: [document.documentElement.clientWidth, innerHeight],
+                   pageWidth: document.documentElement.scrollWidth,
+                   verdict: box(document.getElementById('verdict')),
+                   verdictText: document.getElementById('verdict').textContent,
+                   tables: [...document.querySelectorAll('table')].map(box),
+                   testCells: [...document.querySelectorAll('td.test')].map(
+                     c => [c.textContent, c.clientWidth, c.scrollWidth, box(c)])};
+      const pre = document.createElement('pre'); pre.id = 'geometry'; pre.textContent = JSON.stringify(out);
+      document.body.appendChild(pre); });</script>"""
+    probed = page.with_name("probed.html")
+    probed.write_text(page.read_text(encoding="utf-8").replace("</body>", probe + "</body>"), encoding="utf-8")
+    done = _browse(tmp_path, probed, "--dump-dom", f"--window-size={width},{height}", "--virtual-time-budget=5000",
+                   "--disable-background-networking", "--no-first-run", "--disable-component-update",
+                   "--disable-sync")
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = re.search(r'<pre id="geometry">(.*?)</pre>', done.stdout, re.S)
+    assert found, "the probe wrote no geometry: " + done.stdout[-500:]
+    return json.loads(html.unescape(found.group(1)))
+
+
+def test_chromium_shows_the_verdict_on_the_first_screen_and_no_table_wider_than_it(tmp_path, capsys):
+    expected = big_run(tmp_path / "run")
+    html_of(tmp_path, capsys, tmp_path / "run")
+    g = _geometry(tmp_path, tmp_path / "html" / "index.html", 1400, 900)
+    width, height = g["viewport"]
+    # The window's frame may take some of the 900 px: the first screen is what is left of it.
+    assert width == 1400 and 600 <= height <= 900, g["viewport"]
+    left, top, right, bottom = g["verdict"]
+    assert 0 <= top < bottom <= height, f"the verdict line is not within the first screen: {g['verdict']}"
+    assert g["verdictText"].startswith(f"FAILED: {expected['regressions']} regressions beyond their noise")
+    assert g["pageWidth"] <= width, f"the page scrolls sideways: {g['pageWidth']} px wide"
+    wide = [t for t in g["tables"] if t[0] < 0 or t[2] > width]
+    assert not wide, f"{len(wide)} tables wider than the {width} px viewport: {wide[:3]}"
+    # Test names whole (every one in the DOM, untruncated) and readable: no cell overflows or is crushed.
+    cells = g["testCells"]
+    assert len(cells) >= 3 + 9 and all(LONG in text for text, *_ in cells)
+    crushed = [c for c in cells if c[2] > c[1] or c[1] < 150]
+    assert not crushed, f"{len(crushed)} test cells overflow or are narrower than 150 px: {crushed[:2]}"

@@ -37,7 +37,7 @@ def test_a_delta_chart_puts_every_judged_figure_in_its_tolerance_band():
     ax = chart.figure.axes[0]
     # The bars are the deltas in percent; the x axis holds them with their whiskers.
     bars = sorted(round(p.get_width(), 1) for p in ax.patches if p.get_height() == pytest.approx(0.55))
-    assert bars == [-20.0, 5.0, 5.3]
+    assert bars == [-20.0, -5.3, 5.0]  # the memory grew: worse, so left of 0
     low, high = ax.get_xlim()
     assert low < -22 and high > 22
 
@@ -96,3 +96,37 @@ def test_a_file_run_by_several_frameworks_gets_a_chart_per_framework():
     assert names == ["deltas-test_cpu_tuning_torch.png", "deltas-test_cpu_tuning_tensorflow.png",
                      "deltas-test_cpu_tuning_mxnet.png"]
     assert [c.name for c in plots.charts(tests[:1])] == ["deltas-test_cpu_tuning.png"]
+
+
+def test_right_is_better_for_every_bar_and_the_axis_says_so():
+    ms = [metric("fp32", name="step_time", value=0.8, baseline=1.0, unit="s", verdict="improvement",
+                 tolerance=0.05, declared_direction="lower"),
+          metric("fp32", value=80.0, verdict="regression", tolerance=0.05)]
+    chart = plots.delta_chart(ms, "deltas-x.png", "title")
+    ax = chart.figure.axes[0]
+    bars = [round(p.get_width(), 1) for p in ax.patches if p.get_height() == pytest.approx(0.55)]
+    assert bars == [20.0, -20.0]  # 20% less time is better: right; 20% less throughput is worse: left
+    assert "right = better" in ax.get_xlabel() and "flipped" in ax.get_xlabel()
+
+
+def test_test_names_are_wrapped_whole_never_cut():
+    name = "test_cpu_precisions_train_and_hold_their_throughput_on_every_supported_backend[resnet18-amp_bf16]"
+    wrapped = plots.wrap_name(name, 40)
+    assert wrapped.replace("\n", "") == name and "..." not in wrapped
+    assert max(len(line) for line in wrapped.splitlines()) <= 40
+    chart = plots.delta_chart([metric("fp32", test=f"perf_tests/test_x.py::{name}", verdict="ok", tolerance=0.1)],
+                              "deltas-x.png", "title")
+    (label,) = [t.get_text() for t in chart.figure.axes[0].get_yticklabels()]
+    assert label.split("\n", 1)[1].replace("\n", "") == name
+
+
+def test_whiskers_end_at_the_axis():
+    ms = [metric("fp32", value=95.0, verdict="ok", tolerance=0.1, iqr=400.0),  # rounds spread far past the axis
+          metric("bf16", value=120.0, verdict="improvement", tolerance=0.1, iqr=4.0)]
+    ax = plots.delta_chart(ms, "deltas-x.png", "title").figure.axes[0]
+    low, high = ax.get_xlim()
+    ends = [x for line in ax.get_lines() for x in line.get_xdata()]
+    ends += [x for coll in ax.collections if hasattr(coll, "get_segments")  # the whiskers' LineCollection
+             for seg in coll.get_segments() for x, _ in seg]
+    assert ends and all(low - 1e-9 <= x <= high + 1e-9 for x in ends), (low, high, ends)
+    assert high < 100  # the wide whisker did not stretch the axis to its ±200%

@@ -1,0 +1,62 @@
+"""The rules the summary and the page decide with: distinct figures, correctness failures, systematic shifts."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_dlperf import digest
+from pytest_dlperf.junit import MetricRecord
+from pytest_dlperf.junit import TestRecord as Record  # (not a test class)
+
+
+def memory(test: str, value: float, hardware: str = "cpu-a", verdict: str = "ok") -> MetricRecord:
+    return MetricRecord(test=test, label="fp32", metric="peak_host_memory", value=value, unit="bytes",
+                        baseline=1.0e9, verdict=verdict, declared_direction="lower", hardware=hardware, tolerance=0.1)
+
+
+def tf_test(name: str, *metrics: MetricRecord) -> Record:
+    return Record(name, "passed", hardware="cpu-a", metrics=list(metrics),
+                  software={"fp32": "framework=tensorflow framework_version=2.16.1 python=3.11.7"})
+
+
+@pytest.mark.parametrize("message, kind", [
+    ("Failed: regression: fp32 throughput 6.067 samples/s vs baseline 136.4 (-95.6%)", "performance"),
+    ("A/B slower: fp32 ...", "performance"),
+    ("AssertionError: the loss is NaN after 12 steps", "correctness"),
+    ("AssertionError: accuracy_top1 0.41 below 0.7", "correctness"),
+    ("AssertionError: dist_sync: the workers pulled different weights: conv0 differs by 0.01", "correctness"),
+    ("AssertionError: gradients are not finite", "correctness"),
+    ("ModuleNotFoundError: No module named 'horovod'", "other"),
+])
+def test_a_failure_is_about_correctness_when_its_message_says_so(message, kind):
+    assert digest.failure_kind(Record("t.py::t", "failed", message)) == kind
+    assert digest.failure_kind(Record("t.py::t", "passed", message)) is None
+
+
+def test_a_figure_in_several_reports_counts_once_but_another_machine_s_is_its_own():
+    a = memory("t.py::a", 1.2e9)
+    runs = [tf_test("t.py::a", a), tf_test("t.py::a", a), tf_test("t.py::a", memory("t.py::a", 1.2e9, "cpu-b"))]
+    assert [m.hardware for m in digest.distinct(runs)] == ["cpu-a", "cpu-b"]
+
+
+@pytest.mark.parametrize("moved, total, warns", [(3, 4, True), (4, 4, True), (2, 4, False), (3, 3, False),
+                                                 (6, 8, True), (5, 8, False)])
+def test_a_shift_is_most_of_a_group_of_at_least_four_moving_one_way_beyond_its_tolerance(moved, total, warns):
+    # +15% is beyond the 10% tolerance; +5% is within it.
+    tests = [tf_test(f"t.py::t{i}", memory(f"t.py::t{i}", 1.15e9 if i < moved else 1.05e9)) for i in range(total)]
+    (group,) = digest.rollups(tests, digest.distinct(tests))
+    assert (group.framework, group.metric, group.hardware) == ("tensorflow", "peak_host_memory", "cpu-a")
+    assert (len(group.up), len(group.down)) == (moved, 0)
+    warning = group.shift()
+    assert (warning is not None) == warns
+    if warns:
+        assert "tensorflow peak_host_memory figures on cpu-a moved up (+15%" in warning
+
+
+def test_the_verdict_line_says_what_happened_and_what_was_compared():
+    regressed = memory("t.py::a", 1.3e9, verdict="regression")
+    regressed.runs, regressed.detectable = 4, 0.12
+    tests = [tf_test("t.py::a", regressed), Record("t.py::b", "failed", "the loss is NaN", hardware="cpu-a")]
+    line = digest.digest(tests).verdict_line()
+    assert line == ("FAILED: 1 regression beyond its noise, 1 correctness failure, 0 inconclusive · 1 figure on "
+                    "cpu-a against its baselines (4 recorded runs) · python 3.11.7, tensorflow 2.16.1")
