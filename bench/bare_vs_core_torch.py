@@ -9,7 +9,8 @@ Prints ``bare <median> img/s, dlperf <median> img/s, ratio <x>`` and exits 1 whe
 ratio is outside 1 +/- ``--max-gap``.
 
     python bench/bare_vs_core_torch.py --model resnet18 --batch-size 16 --image-size 64
-    python bench/bare_vs_core_torch.py --device cuda --model resnet50 --batch-size 128 --image-size 224 --precision amp_fp16
+    python bench/bare_vs_core_torch.py --device cuda --model resnet50 --batch-size 128 --image-size 224 \
+        --precision amp_fp16
 
 With ``--compile MODE`` (default, max-autotune; ``--cuda-graphs`` adds CUDA graphs) both loops
 ``torch.compile`` their model the same way (the bare one as the PyTorch 2 tutorial does:

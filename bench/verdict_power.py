@@ -172,7 +172,8 @@ def judged_metrics(samples: dict[str, list[float]]) -> dict[str, Metric]:
     return {name: metric_from(name, samples[name], *units[name]) for name in JUDGED}
 
 
-def decide(baseline: dict[str, list[float]], candidate: dict[str, list[float]], tolerance: float) -> list[verdict.Verdict]:
+def decide(baseline: dict[str, list[float]], candidate: dict[str, list[float]],
+           tolerance: float) -> list[verdict.Verdict]:
     base = as_baseline(judged_metrics(baseline))
     return [verdict.compare("bench", "candidate", m, base[name], tolerance, SOFTWARE)
             for name, m in judged_metrics(candidate).items()]
@@ -293,7 +294,8 @@ def report(args: argparse.Namespace, trials: Sequence[Trial], describe: str, loa
               "  baseline can catch it every time without false alarms here (longer rounds do not remove drift\n"
               "  between runs; a quieter machine does)")
     ok = alarms == 0 and caught == n
-    print(f"\n{'PASS' if ok else 'FAIL'}: false alarms {alarms}/{n}, detected {caught}/{n} at tolerance {args.tolerance:.0%}")
+    print(f"\n{'PASS' if ok else 'FAIL'}: false alarms {alarms}/{n}, detected {caught}/{n} "
+          f"at tolerance {args.tolerance:.0%}")
     return 0 if ok else 1
 
 
@@ -425,7 +427,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--steps-per-round", type=int, default=None, help="default: the profile's")
     parser.add_argument("--tolerance", type=float, default=None,
                         help="default: settings.DEFAULT_TOLERANCE of the profile")
-    parser.add_argument("--slowdown", type=float, default=None, help="fraction of the step time; default 0.15 CPU, 0.10 GPU")
+    parser.add_argument("--slowdown", type=float, default=None,
+                        help="fraction of the step time; default 0.15 CPU, 0.10 GPU")
     parser.add_argument("--inject", choices=("spin", "matmul"), default=None,
                         help="default: spin on CPU, matmul on GPU")
     parser.add_argument("--calls", type=int, default=2000, help="compare() calls timed for the verdict cost")

@@ -54,7 +54,8 @@ def _assert_memory_policy(setting, run):
             f"{setting.name}: interleaved over {seen['nodes']}, not all allowed nodes "
             f"{run.environment['memory_nodes_allowed']}")
     else:
-        assert seen == memory_policy(), f"{setting.name}: the child ran with memory policy {seen}, not {memory_policy()}"
+        assert seen == memory_policy(), (
+            f"{setting.name}: the child ran with memory policy {seen}, not {memory_policy()}")
 
 
 def _assert_applied(setting, run):

@@ -156,4 +156,5 @@ def test_mxnet_roles_start_through_mpirun_as_launch_py_does(engine_hosts, tmp_pa
     where = _ran_apart_and_learned(result, engine_hosts)
     assert all(w["kvstore"] == "dist_sync" and w["servers"] == 2 for w in result.workers), result.workers
     assert sorted(w["rank"] for w in result.workers) == [0, 1]  # ps-lite numbered both workers
-    print(f"mxnet roles by mpirun: workers on {where}, ps-lite root {result.rendezvous}, job {result.wall_seconds:.1f} s")
+    print(f"mxnet roles by mpirun: workers on {where}, ps-lite root {result.rendezvous}, "
+          f"job {result.wall_seconds:.1f} s")

@@ -58,7 +58,8 @@ def nccl_unavailable() -> str | None:
     import mxnet as mx
 
     if mx.context.num_gpus() < 2:
-        return f"kvstore 'nccl' reduces across GPUs: needs 2 and an mxnet-cu* build; this mxnet sees {mx.context.num_gpus()}"
+        return ("kvstore 'nccl' reduces across GPUs: needs 2 and an mxnet-cu* build; "
+                f"this mxnet sees {mx.context.num_gpus()}")
     if not mx.runtime.Features().is_enabled("NCCL"):
         return "kvstore 'nccl' needs an mxnet build with NCCL (mxnet-cu112 has it); this one has none"
     return None

@@ -56,7 +56,8 @@ def test_amp_fp16_is_at_least_1_8x_fp32_on_gpu(dlperf, gpu, model):
     assert_computes_in(fp32, "float32")
     assert_computes_in(amp, "float16")
     assert ratio.estimate >= MIN_AMP_SPEEDUP, (
-        f"{model} amp_fp16 is {ratio.describe()} fp32 on {gpu.describe()} (paired rounds; {amp.throughput.value:.0f} vs "
+        f"{model} amp_fp16 is {ratio.describe()} fp32 on {gpu.describe()} "
+        f"(paired rounds; {amp.throughput.value:.0f} vs "
         f"{fp32.throughput.value:.0f} img/s), the claim is >= {MIN_AMP_SPEEDUP}x"
     )
 

@@ -27,11 +27,11 @@ from typing import Sequence, TextIO
 
 from . import digest
 from .judging.baselines import Baseline
-from .junit import (HIGHER, MetricRecord, ReportError, TestRecord, all_skipped, direction_of, merge,
+from .junit import (MetricRecord, ReportError, TestRecord, all_skipped, direction_of, merge,
                     metrics_by_key, own_records, read_reports, skipped_note, test_outcomes)
 from .result import Metric
 from .summary import summarize
-from .units import count, readable, show
+from .units import count, show
 from .judging.gates import Pool, floor_for
 from .judging.verdict import IMPROVEMENT, INCONCLUSIVE, OK, REGRESSION
 from .judging.verdict import compare as verdict_compare
@@ -102,7 +102,8 @@ def _figure_rows_md(ms: Sequence[MetricRecord], d: digest.Digest, scales: dict) 
         factor, unit = scales.get((m.metric, m.unit), (1.0, m.unit))
         paired = "<br>".join(digest.paired_text(p) for p in digest.paired_evidence(m, d.figures)) or "-"
         lines.append(f"| `{_md(m.test)}` | `{_md(m.hardware or '-')}` | {_md(m.label)} | {_md(m.metric)} "
-                     f"| {_num(m.value / factor, unit)} | {_num(m.baseline / factor if m.baseline is not None else None, unit)} "
+                     f"| {_num(m.value / factor, unit)} "
+                     f"| {_num(m.baseline / factor if m.baseline is not None else None, unit)} "
                      f"| {_pct(m.delta)} | {_gate_md(m)} | {_md(paired)} |")
     return lines + [""]
 
@@ -117,7 +118,8 @@ def verdict_markdown(tests: Sequence[TestRecord]) -> list[str]:
         lines += ["### Correctness failures", "",
                   "Failed tests whose message is about accuracy, the loss, NaN / non-finite values, weights or "
                   "parameter equivalence:", ""]
-        lines += [f"- `{t.test}`" + (f" on `{t.hardware}`" if t.hardware else "") + f": {_md(t.message) or '(no message)'}"
+        lines += [f"- `{t.test}`" + (f" on `{t.hardware}`" if t.hardware else "")
+                  + f": {_md(t.message) or '(no message)'}"
                   for t in d.failures["correctness"]]
         lines.append("")
     regressions = sorted(d.by_verdict("regression"), key=lambda m: digest.better_change(m) or 0)
@@ -129,7 +131,8 @@ def verdict_markdown(tests: Sequence[TestRecord]) -> list[str]:
     if d.groups:
         lines += ["<details><summary>Roll-up by framework, metric and hardware</summary>", "",
                   f"up / down: moved beyond their tolerance that way; a warning when at least "
-                  f"{digest.SHIFT_SHARE:.0%} of a group of at least {digest.SHIFT_MIN_FIGURES} figures moved the same way.",
+                  f"{digest.SHIFT_SHARE:.0%} of a group of at least {digest.SHIFT_MIN_FIGURES} figures "
+                  "moved the same way.",
                   "", "| framework | metric | hardware | figures | median change | up | down |",
                   "| --- | --- | --- | ---: | ---: | ---: | ---: |"]
         lines += [f"| {_md(g.framework or '-')} | {_md(g.metric)} | `{_md(g.hardware or '-')}` | {len(g.figures)} "
@@ -361,7 +364,8 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
         print(line, file=out)
     judged = counts[WORSE] + counts[BETTER] + counts[SAME] + counts[UNDECIDED]
     print("", file=out)
-    print(f"{count(judged, 'metric')} compared (tolerance {args.threshold:.1%}, the tests' rule): {counts[WORSE]} worse, "
+    print(f"{count(judged, 'metric')} compared (tolerance {args.threshold:.1%}, the tests' rule): "
+          f"{counts[WORSE]} worse, "
           f"{counts[BETTER]} better, {counts[SAME]} within the tolerance, {counts[UNDECIDED]} inconclusive; "
           f"{counts[UNJUDGED]} not judged, {counts[RECORDED]} recorded only (not judged by the tests either), "
           f"{counts['only in OLD']} only in {args.old}, "

@@ -261,7 +261,8 @@ def device_lock(
 def holders(directory: Path | None = None, devices: Sequence[str | int] | None = None) -> dict[str, str]:
     """Who holds which lock right now (for diagnostics): lock file name -> holder description."""
     folder = directory or lock_dir()
-    paths = [folder / lock_name(d) for d in devices] if devices is not None else sorted([*folder.glob("gpu*.lock"), *folder.glob("cpu.lock")])
+    paths = ([folder / lock_name(d) for d in devices] if devices is not None
+             else sorted([*folder.glob("gpu*.lock"), *folder.glob("cpu.lock")]))
     busy = {}
     for path in paths:
         if not path.exists():

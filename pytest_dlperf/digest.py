@@ -210,9 +210,12 @@ class Digest:
         runs = ""
         if self.runs:
             low, high = self.runs
-            runs = f" ({low} recorded run{'s' if high > 1 else ''})" if low == high else f" ({low}-{high} recorded runs)"
-        compared = f"{count(judged, 'figure')} on {where} against {'its' if len(self.hardware) < 2 else 'their'} baselines{runs}"
-        return f"{head}: " + ", ".join(parts) + f" · {compared}" + (f" · {', '.join(self.software)}" if self.software else "")
+            runs = (f" ({low} recorded run{'s' if high > 1 else ''})" if low == high
+                    else f" ({low}-{high} recorded runs)")
+        compared = (f"{count(judged, 'figure')} on {where} against "
+                    f"{'its' if len(self.hardware) < 2 else 'their'} baselines{runs}")
+        return (f"{head}: " + ", ".join(parts) + f" · {compared}"
+                + (f" · {', '.join(self.software)}" if self.software else ""))
 
 
 def digest(tests: Sequence[TestRecord]) -> Digest:

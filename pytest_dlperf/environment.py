@@ -69,7 +69,8 @@ def _all_gpus() -> tuple[Gpu, ...]:
     for line in out.strip().splitlines():
         parts = [p.strip() for p in line.split(",")]
         if len(parts) == 4 and parts[0].isdigit():
-            gpus[int(parts[0])] = Gpu(parts[1], parts[2], int(float(parts[3])) if parts[3].replace(".", "").isdigit() else 0)
+            memory = int(float(parts[3])) if parts[3].replace(".", "").isdigit() else 0
+            gpus[int(parts[0])] = Gpu(parts[1], parts[2], memory)
     return tuple(gpus[i] for i in _visible(sorted(gpus)) if i in gpus)
 
 
@@ -232,7 +233,7 @@ def allowed_memory_nodes() -> list[int] | None:
     """The NUMA nodes this process may allocate on (``Mems_allowed_list`` of /proc/self/status)."""
     try:
         with open("/proc/self/status", encoding="utf-8") as fh:
-            line = next((l for l in fh if l.startswith("Mems_allowed_list:")), None)
+            line = next((entry for entry in fh if entry.startswith("Mems_allowed_list:")), None)
     except OSError:
         return None
     if line is None:

@@ -20,7 +20,7 @@ so it is a usage error (:func:`pytest_dlperf.markers.validate`); so is the fixtu
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator
 
 import pytest
 

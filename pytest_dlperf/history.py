@@ -121,8 +121,9 @@ def _permutation_p(values: np.ndarray, bounds: Sequence[int], observed: float, m
     return (at_least + 1) / (done + 1)
 
 
-def change_points(values: Sequence[float] | np.ndarray, max_pvalue: float = MAX_PVALUE, permutations: int = PERMUTATIONS,
-                  min_size: int = MIN_SEGMENT, seed: int = 0) -> list[tuple[int, float]]:
+def change_points(values: Sequence[float] | np.ndarray, max_pvalue: float = MAX_PVALUE,
+                  permutations: int = PERMUTATIONS, min_size: int = MIN_SEGMENT,
+                  seed: int = 0) -> list[tuple[int, float]]:
     """E-divisive means: [(index of the first value on the new level, p)], in series order."""
     x = np.asarray(values, dtype=float)
     rng = np.random.default_rng(seed)

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from .junit import LOWER, MetricRecord, ReportError, TestRecord, all_skipped, load, own_records, records, skipped_note
-from .digest import (SHIFT_MIN_FIGURES, SHIFT_SHARE, Digest, better_change, digest, key_of, noise_unknown, paired_evidence,
-                     paired_text, unit_scales)
+from .digest import (SHIFT_MIN_FIGURES, SHIFT_SHARE, Digest, better_change, digest, key_of, noise_unknown,
+                     paired_evidence, paired_text, unit_scales)
 from .units import count, show
 
 #: At most this many runs in the history table (the newest ones).
@@ -280,8 +280,9 @@ def attention_section(tests: list[TestRecord], d: Digest | None = None, scales: 
     other = sorted((m for m in d.figures if m.verdict in ("improvement", "missing")),
                    key=lambda m: (_VERDICT_ORDER[m.verdict or "ok"], -abs(m.delta or 0)))
     if other:
-        kinds = Counter(m.verdict for m in other)
-        out.append(f"<details><summary>{_e(', '.join(count(n, k, k + 's' if k != 'missing' else k) for k, n in kinds.items()))}"
+        kinds = Counter(m.verdict for m in other if m.verdict is not None)  # all are: improvement or missing
+        counted = ", ".join(count(n, k, k + "s" if k != "missing" else k) for k, n in kinds.items())
+        out.append(f"<details><summary>{_e(counted)}"
                    " (improvements and figures without a baseline)</summary>" + _figure_table(other, d, scales)
                    + "</details>")
     out.append("</section>")
@@ -419,7 +420,8 @@ color:#222;padding:0 1em}
 h1{font-size:1.5em;margin:.2em 0}h1 small{font-size:.6em;color:#666;font-weight:normal}
 h2{border-bottom:2px solid #ddd;padding-bottom:.2em;margin-top:1.4em}
 .verdict{font-size:1.15em;font-weight:bold;padding:.4em .6em;border-radius:.3em;margin:.4em 0}
-.verdict.fail{background:#fde8e8;border-left:.4em solid #d62728}.verdict.pass{background:#e8f6e8;border-left:.4em solid #2ca02c}
+.verdict.fail{background:#fde8e8;border-left:.4em solid #d62728}
+.verdict.pass{background:#e8f6e8;border-left:.4em solid #2ca02c}
 .legend{font-size:.85em;color:#444}.warn{background:#fff4d6}p.warn{padding:.3em .5em;border-left:.4em solid #ff7f0e}
 table{border-collapse:collapse;margin:.4em 0 1em;font-size:.85em;max-width:100%}th,td{border:1px solid #ddd;
 padding:.2em .4em;text-align:left;vertical-align:top}td code{overflow-wrap:break-word}th{background:#f4f4f4}

@@ -295,7 +295,8 @@ def compile_metrics(loop: Any, metrics: dict[str, Metric], details: dict[str, An
     metrics["compile_time_total" + suffix] = metric_from("compile_time_total" + suffix, [total], "s", LOWER)
     details["compile"] = {"first_step_seconds": first_step, "setup_seconds": setup,
                           "warmup_seconds": warmup_seconds, "warmup_steps": warmup_steps,
-                          "steady_step_seconds": steady_step, "cache": cache, **(_optional(loop, "compile_notes") or {})}
+                          "steady_step_seconds": steady_step, "cache": cache,
+                          **(_optional(loop, "compile_notes") or {})}
     events = _optional(loop, "compile_events")
     if events is None:
         details["compile"]["events"] = "not reported by this framework"

@@ -1,9 +1,10 @@
 """Charts of a report's figures (``dlperf plot``, ``dlperf html``). Needs matplotlib; only this module imports it.
 
-- ``deltas-<file>.png``, one per test file (and framework, where a file ran several): every figure judged against a baseline, as its change
-  from the baseline in percent (whiskers: half the interquartile range of the rounds, or a paired
-  ratio's 95% interval), inside the tolerance band the verdict used, coloured by verdict. Figures
-  of different sizes (12,000 samples/s of a loader, 2 img/s of a ResNet-50) share one axis this way.
+- ``deltas-<file>.png``, one per test file (and framework, where a file ran several): every figure
+  judged against a baseline, as its change from the baseline in percent (whiskers: half the
+  interquartile range of the rounds, or a paired ratio's 95% interval), inside the tolerance band
+  the verdict used, coloured by verdict. Figures of different sizes (12,000 samples/s of a loader,
+  2 img/s of a ResNet-50) share one axis this way.
 - ``speedups-<file>.png``: every paired ``speedup`` with its 95% interval, the baseline, the 1x
   line and the floor the test claims (``dlperf.<label>.speedup.floor``) where it records one.
 - ``scaling-<file>.png``: the suite's own scaling tests: throughput per worker against the worker
@@ -224,7 +225,8 @@ def delta_chart(metrics: list[MetricRecord], name: str, title: str) -> Chart:
             for end, cut, marker in ((left, shown - low < -edge, "<"), (right, shown + high > edge, ">")):
                 if cut:
                     ax.plot(100 * end, y, marker=marker, color="#222222", markersize=7, zorder=4, clip_on=False)
-        note = (f"{show(m.value, m.unit)} vs {show(m.baseline, m.unit)}" + f"  {delta:+.1%}"
+        baseline = show(m.baseline, m.unit) if m.baseline is not None else "-"
+        note = (f"{show(m.value, m.unit)} vs {baseline}" + f"  {delta:+.1%}"
                 + (f"  ±{tol:.0%}" if tol is not None else "") + f"  {m.verdict or 'recorded'}" + _marks(m))
         ax.text(1.01, y, note, transform=ax.get_yaxis_transform(), va="center", fontsize=FONT - 1)
     ax.axvline(0, color=BASELINE_COLOUR, linewidth=1)

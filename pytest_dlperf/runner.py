@@ -133,7 +133,8 @@ def run_child(
     except subprocess.TimeoutExpired:
         kill_process_group(proc.pid)
         proc.wait()
-        raise ScenarioFailed(label, "timed out", f"no result after {timeout:g} s; the child was killed", tail(log_path)) from None
+        raise ScenarioFailed(label, "timed out", f"no result after {timeout:g} s; the child was killed",
+                             tail(log_path)) from None
     finally:
         kill_process_group(proc.pid, grace=1.0)  # leftovers: loader workers, ranks, servers
         if proc.poll() is None:

@@ -125,7 +125,8 @@ class Scenario:
                 _positive(name, getattr(self, name))
         _check_compilation(self)
         if self.loss_scale != "dynamic":
-            if not isinstance(self.loss_scale, (int, float)) or isinstance(self.loss_scale, bool) or self.loss_scale <= 0:
+            if (not isinstance(self.loss_scale, (int, float)) or isinstance(self.loss_scale, bool)
+                    or self.loss_scale <= 0):
                 raise ScenarioError(f"loss_scale={self.loss_scale!r} must be 'dynamic' or a positive number")
         if self.timeout <= 0:
             raise ScenarioError(f"timeout={self.timeout!r} must be > 0 seconds")
@@ -236,7 +237,7 @@ def _check_compilation(s: Scenario) -> None:
         raise ScenarioError("a compiled scenario needs warmup_steps >= 1: the first step compiles, and is timed "
                             "as compile_time, never in the timed rounds")
     if s.jit_compile and s.framework == "torch":
-        raise ScenarioError(f"jit_compile=True is TensorFlow's XLA switch; for torch use compile='default' "
+        raise ScenarioError("jit_compile=True is TensorFlow's XLA switch; for torch use compile='default' "
                             "or 'max-autotune'")
 
 

@@ -153,7 +153,8 @@ class DlperfRun:
             # your module may sit beside the test file, at the rootdir or in pytest's `pythonpath` folders
             # (a src/ layout): the child looks there first, then in its installed packages
             config = self._item.config
-            folders = (str(self._item.path.parent), str(config.rootpath), *(str(p) for p in config.getini("pythonpath")))
+            folders = (str(self._item.path.parent), str(config.rootpath),
+                       *(str(p) for p in config.getini("pythonpath")))
             overrides.setdefault("import_path", tuple(dict.fromkeys(folders)))
         try:
             return scenario_for(self.profile, framework, model, **overrides)

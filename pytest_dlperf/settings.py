@@ -131,7 +131,8 @@ def add_options(parser: pytest.Parser) -> None:
                          "other tests' and machines' entries are kept)")
     group.addoption("--dlperf-require-baselines", action="store_true", dest="dlperf_require_baselines",
                     default=False, help="fail a test whose figures have no baseline on this machine (for runners "
-                                        "that must compare; also ini dlperf_require_baselines, DLPERF_REQUIRE_BASELINES=1)")
+                                        "that must compare; also ini dlperf_require_baselines, "
+                                        "DLPERF_REQUIRE_BASELINES=1)")
     parser.addini("dlperf_require_baselines", type="bool", default=False,
                   help="fail a test whose figures have no baseline on this machine")
     for flag, dest, ini, convert, help_text in OPTIONS:

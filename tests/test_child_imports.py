@@ -80,7 +80,8 @@ def test_a_frameworks_child_loads_none_of_the_parents_modules(framework, child, 
         pytest.skip(f"{framework} is not installed in this environment")
     loaded = loaded_by(cores[framework], *imports)
     assert cores[framework] in loaded and "pytest_dlperf.summary" in loaded  # the probe really imported them
-    assert _parent_modules(loaded) == [], f"a {child} ({cores[framework]}) would load the parent's {_parent_modules(loaded)}"
+    assert _parent_modules(loaded) == [], (
+        f"a {child} ({cores[framework]}) would load the parent's {_parent_modules(loaded)}")
 
 
 @pytest.mark.parametrize("core, framework", [("pytest_dlperf.cores.torch_step", "torch"),

@@ -334,7 +334,8 @@ def test_compare_judges_a_paired_speedup_by_its_estimate(tmp_path, capsys):
     def speedup(value):
         return sampled_case("amp_vs_fp32", "speedup", [value * f for f in (1.0, 1.01, 0.99, 1.005, 0.995, 1.0, 1.0)],
                             unit="x", interval=(value * 0.99, value * 1.01))
-    code, out = compare_once(tmp_path, capsys, speedup(2.0), speedup(1.5), *history_of(tmp_path, lambda f: speedup(2 * f)))
+    code, out = compare_once(tmp_path, capsys, speedup(2.0), speedup(1.5),
+                             *history_of(tmp_path, lambda f: speedup(2 * f)))
     assert code == 1 and "-25.0%" in out and "WORSE" in out
 
 
@@ -484,7 +485,8 @@ def test_a_report_written_by_pytest_is_summarised_and_compared(pytester, tmp_pat
 def test_summary_shows_a_b_ratios_and_paired_intervals(tmp_path, capsys):
     props = metric_props("fp32", "throughput", 95.0, "samples/s") + [
         ("dlperf.fp32.ab_ratio", "0.874112"), ("dlperf.fp32.ab_interval", "0.861 0.889"),
-        ("dlperf.fp32.ab_verdict", "slower"), ("dlperf.fp32.reference_software", "framework=torch framework_version=2.9.1"),
+        ("dlperf.fp32.ab_verdict", "slower"),
+        ("dlperf.fp32.reference_software", "framework=torch framework_version=2.9.1"),
         ("dlperf.fp32.paired_ratio", "0.874112"), ("dlperf.fp32.pairs", "20"),
         *metric_props("setting", "speedup", 0.59, "x"), ("dlperf.setting.speedup.interval", "0.556 0.631"),
     ]
@@ -528,7 +530,7 @@ def test_summary_of_a_report_merged_with_itself_counts_each_metric_once(tmp_path
     _, expected, _ = run(capsys, "summary", str(single))
     assert "**10 metrics**" in expected
     # a file that already holds every test case twice (merged before the fix) reads the same
-    doubled = write_report(tmp_path / "d.xml", [amp_case(), scaling_case()] * 2)
+    write_report(tmp_path / "d.xml", [amp_case(), scaling_case()] * 2)
     for report in ("m.xml", "c.xml", "d.xml"):
         code, out, _ = run(capsys, "summary", str(tmp_path / report))
         assert code == 0 and out == expected
@@ -578,7 +580,8 @@ def test_summary_opens_with_the_verdict_line_and_counts_each_figure_once(tmp_pat
     assert code == 0
     lines = out.splitlines()
     assert lines[2].startswith(f"**FAILED: {expected['regressions']} regressions beyond their noise, "
-                               f"{expected['correctness']} correctness failure, {expected['inconclusive']} inconclusive")
+                               f"{expected['correctness']} correctness failure, "
+                               f"{expected['inconclusive']} inconclusive")
     assert out.index("### Correctness failures") < out.index("regressions beyond the figures' noise (each figure once)")
     assert out.count("> ⚠️ all 10 tensorflow peak_host_memory figures on cpu-test-4cpu moved up") == 1
     assert "**80 metrics**" in out  # torch.xml and torch-merged.xml hold the same 40: counted once

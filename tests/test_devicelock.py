@@ -19,7 +19,8 @@ HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     from pytest_dlperf.devicelock import device_lock
-    folder, device, ready, hold, log = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+    folder, device, ready = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+    hold, log = float(sys.argv[4]), sys.argv[5]
     with device_lock([device], owner="tests/test_x.py::test_holder", directory=folder):
         start = time.monotonic()
         ready.write_text("locked")
@@ -101,7 +102,8 @@ def test_waiter_is_told_whom_it_waits_for_and_when_it_gets_the_lock(tmp_path: Pa
 def test_two_processes_never_hold_the_same_gpu_at_once(tmp_path: Path) -> None:
     log = tmp_path / "intervals"
     folder = tmp_path / "locks"
-    procs = [subprocess.Popen([sys.executable, "-c", HOLDER, str(folder), "0", str(tmp_path / f"r{i}"), "0.4", str(log)])
+    procs = [subprocess.Popen([sys.executable, "-c", HOLDER, str(folder), "0", str(tmp_path / f"r{i}"), "0.4",
+                               str(log)])
              for i in range(3)]
     assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
     intervals = sorted(tuple(map(float, line.split())) for line in log.read_text().splitlines())

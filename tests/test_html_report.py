@@ -23,7 +23,8 @@ def three_runs(tmp_path: Path) -> list[Path]:
     for i, (fp32, verdict) in enumerate(((100.0, "ok"), (97.0, "ok"), (80.0, "regression"))):
         folder = tmp_path / "runs" / f"run{i + 1}"
         folder.mkdir(parents=True)
-        failure = "regression: fp32 throughput 80 samples/s vs baseline 100 (-20.0%)" if verdict == "regression" else None
+        failure = ("regression: fp32 throughput 80 samples/s vs baseline 100 (-20.0%)"
+                   if verdict == "regression" else None)
         write_report(folder / "torch.xml", [amp_case(fp32=fp32, verdicts=(verdict, "ok"), failure=failure)])
         write_report(folder / "mxnet.xml", [scaling_case(), case("test_amp[resnet18]", [], skipped="no GPU")])
         for report in folder.iterdir():  # the order the runs happened in, as the reports' timestamps would say
@@ -81,7 +82,8 @@ def test_the_page_needs_no_network_and_no_other_file(tmp_path, capsys):
 
 
 def test_a_rerun_under_another_hardware_key_is_told_apart(tmp_path, capsys):
-    """The ISA-capped rerun has the same test ids and its own machine key: its figures are not merged into the others'."""
+    """The ISA-capped rerun has the same test ids and its own machine key: its figures are not merged into the
+    others'."""
     folder = tmp_path / "run"
     folder.mkdir()
     write_report(folder / "torch.xml", [amp_case(fp32=100.0)])
@@ -238,7 +240,8 @@ def big_run(folder: Path) -> dict[str, object]:
                            "regression" if regressed else "ok")
             memory = 1.0e9 * (1.12 + 0.01 * i) if fw == "tensorflow" else 1.0e9
             props += gated("fp32", "peak_host_memory", memory, "bytes", 1.0e9,
-                           "regression" if fw == "tensorflow" and i >= 8 else "inconclusive" if fw == "tensorflow" else "ok")
+                           "regression" if fw == "tensorflow" and i >= 8
+                           else "inconclusive" if fw == "tensorflow" else "ok")
             unknown = fw == "torch" and i == 5
             props += gated("fp32", "step_time", 0.2, "s", 0.16 if unknown else 0.2,
                            "inconclusive" if unknown else "ok", detectable="unknown" if unknown else "0.12",

@@ -13,7 +13,8 @@ import pytest
 from pytest_dlperf.distributed import launchers
 from pytest_dlperf.distributed.launchers import Host, HostfileError, read_hostfile, validate_host
 
-TF_CONFIG = json.dumps({"cluster": {"worker": ["10.0.0.1:2222", "10.0.0.2:2222"]}, "task": {"type": "worker", "index": 1}})
+TF_CONFIG = json.dumps({"cluster": {"worker": ["10.0.0.1:2222", "10.0.0.2:2222"]},
+                        "task": {"type": "worker", "index": 1}})
 ENV = {"RANK": "1", "TF_CONFIG": TF_CONFIG, "DLPERF_JOB": "j-1", "HOME": "/root", "SECRET_TOKEN": "x"}
 COMMAND = [sys.executable, "-m", "pytest_dlperf.cores.torch_ddp", "/tmp/a b/config.json", "/tmp/r'1.json"]
 
@@ -203,7 +204,8 @@ def test_a_hostfile_names_each_host_s_interpreter(tmp_path):
 
 
 def test_torchrun_is_one_agent_per_host_meeting_at_a_c10d_rendezvous_by_ip():
-    command = launchers.torchrun_command("/opt/venv/bin/python", ["pytest_dlperf.cores.torch_ddp", "-", "/r/w{index}.json"],
+    command = launchers.torchrun_command("/opt/venv/bin/python",
+                                         ["pytest_dlperf.cores.torch_ddp", "-", "/r/w{index}.json"],
                                          nnodes=2, nproc=1, address="10.77.0.1", port=29411, job_id="j-1",
                                          is_host=False, local_address="10.77.0.2", log_dir="/tmp/dlperf-ranks/j-1/t1")
     assert command[:3] == ["/opt/venv/bin/python", "-m", "torch.distributed.run"]
@@ -224,7 +226,8 @@ def test_torchrun_is_one_agent_per_host_meeting_at_a_c10d_rendezvous_by_ip():
 def test_a_torchrun_command_survives_ssh_s_remote_shell():
     """The tag template holds '${local_rank}': it must reach torchrun as written, not expanded by the login shell."""
     ssh = launchers.SshLauncher([Host("node1")])
-    probe = [sys.executable, "-c", "import sys; print(sys.argv[1])", f"--log-line-prefix-template={launchers.TORCHRUN_TAG}"]
+    probe = [sys.executable, "-c", "import sys; print(sys.argv[1])",
+             f"--log-line-prefix-template={launchers.TORCHRUN_TAG}"]
     out = subprocess.run(["sh", "-c", ssh.argv(0, probe, ENV)[-1]], capture_output=True, text=True, check=True).stdout
     assert out.rstrip("\n") == f"--log-line-prefix-template={launchers.TORCHRUN_TAG}"
 

@@ -48,7 +48,8 @@ def test_paired_children_die_when_pytest_is_killed(tmp_path: Path) -> None:
         run_paired([variant("a"), variant("b")], pairs=4, processes=2, workdir=Path({str(tmp_path)!r}),
                    build_one_at_a_time=False)  # all four warming up at once when the driver is killed
     """), encoding="utf-8")
-    driver = subprocess.Popen([sys.executable, str(script)], env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    driver = subprocess.Popen([sys.executable, str(script)],
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     try:
         deadline = time.monotonic() + 60
         while len(_children_of_run(str(tmp_path))) < 4 and time.monotonic() < deadline:

@@ -252,7 +252,8 @@ def test_regression_fails_with_numbers_on_the_first_line(pytester: pytest.Pytest
     result.stdout.fnmatch_lines([
         "regression: fp32 throughput * samples/s vs baseline 1e+06 (-*%, gate *% (tolerance *%, run-to-run "
         "*% over 5 runs), p=*) [[]software changed since the baseline: framework_version 0.0-old -> *]",
-        "Refresh with --update-baselines if the change is intended: pytest --update-baselines 'test_train.py::test_train'",
+        "Refresh with --update-baselines if the change is intended: "
+        "pytest --update-baselines 'test_train.py::test_train'",
     ])
     (test,) = read_reports([pytester.path / "report.xml"])
     throughput = next(m for m in test.metrics if m.metric == "throughput")
@@ -305,7 +306,8 @@ def test_a_per_metric_tolerance_marker_loosens_that_metric_only(pytester: pytest
 
 @pytest.mark.parametrize("content, problem", [
     ("{not json", "it is not valid JSON"),
-    ('{"format": 1, "entries": {"t": {"throughput": {"value": "fast", "direction": "higher"}}}}', "has no finite 'value'"),
+    ('{"format": 1, "entries": {"t": {"throughput": {"value": "fast", "direction": "higher"}}}}',
+     "has no finite 'value'"),
     ('{"format": 99, "entries": {}}', "format is 99"),
 ])
 def test_corrupt_baseline_file_is_a_clear_error(pytester: pytest.Pytester, content: str, problem: str) -> None:
@@ -315,7 +317,8 @@ def test_corrupt_baseline_file_is_a_clear_error(pytester: pytest.Pytester, conte
     pytester.makepyfile("def test_x(): pass")
     result = run(pytester)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*baseline file *{path.name} is unusable: *{problem}*delete it and run with --update-baselines*"])
+    result.stderr.fnmatch_lines(
+        [f"*baseline file *{path.name} is unusable: *{problem}*delete it and run with --update-baselines*"])
     assert "Traceback" not in result.stderr.str()
 
 
@@ -445,7 +448,8 @@ def test_cpu_scenario_waits_for_another_run_on_the_same_cpus(pytester: pytest.Py
         holder.wait()
     result.assert_outcomes(failed=1, passed=1)
     result.stdout.fnmatch_lines([f"*the CPUs are busy: {locks / 'cpu.lock'} is held by PID {holder.pid}*other::run*"])
-    result.stdout.fnmatch_lines(["scenario 'fp32' not run: the CPUs still busy after 2 s*run the two on different machines"])
+    result.stdout.fnmatch_lines(
+        ["scenario 'fp32' not run: the CPUs still busy after 2 s*run the two on different machines"])
     assert "During handling" not in result.stdout.str()
 
 
@@ -453,7 +457,8 @@ def test_cpu_scenario_waits_for_another_run_on_the_same_cpus(pytester: pytest.Py
 def test_a_scenario_that_pins_its_threads_is_filed_under_this_machine(pytester: pytest.Pytester) -> None:
     """OMP_PROC_BIND/OMP_PLACES pin the child's main thread to one core once the framework starts its
     OpenMP runtime; its figures still belong to this machine's baseline file, not a one-CPU machine's."""
-    pytester.makepyfile(TRAIN_TEST.replace("steps_per_round=2)", "steps_per_round=2,\n"
-                                           "                        env={'OMP_PROC_BIND': 'close', 'OMP_PLACES': 'cores'})"))
+    pytester.makepyfile(TRAIN_TEST.replace(
+        "steps_per_round=2)", "steps_per_round=2,\n"
+                              "                        env={'OMP_PROC_BIND': 'close', 'OMP_PLACES': 'cores'})"))
     run(pytester, "--update-baselines").assert_outcomes(passed=1)
     assert sorted(p.name for p in (pytester.path / "baselines").glob("*.json")) == [f"{HW}.json"]

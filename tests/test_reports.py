@@ -135,13 +135,15 @@ def test_xdist_prints_the_summary_and_writes_the_figures_of_a_serial_run(pyteste
     serial = run(pytester, "--update-baselines", "--junitxml=serial.xml")
     parallel = run(pytester, "--update-baselines", "-n", "2", "--junitxml=parallel.xml")
     parallel.assert_outcomes(passed=4)
-    assert summary(parallel) == summary(serial) and len(summary(serial)) == 15  # title, verdict line, table of 8 rows, counts
+    # title, verdict line, table of 8 rows, counts
+    assert summary(parallel) == summary(serial) and len(summary(serial)) == 15
     parallel.stdout.fnmatch_lines(["*8 baselines written to *baselines/*.json."])
 
     serial = run(pytester, "--junitxml=serial.xml")
     parallel = run(pytester, "-n", "2", "--junitxml=parallel.xml")
     assert summary(parallel) == summary(serial)
-    parallel.stdout.fnmatch_lines(["8 metrics compared with baselines. 0 regressions. 0 improvements. 0 inconclusive. 0 missing baselines."])
+    parallel.stdout.fnmatch_lines(["8 metrics compared with baselines. 0 regressions. 0 improvements. "
+                                   "0 inconclusive. 0 missing baselines."])
     figures = [{(m.key, m.value, m.verdict) for t in read_reports([pytester.path / name]) for m in t.metrics}
                for name in ("serial.xml", "parallel.xml")]
     assert figures[0] == figures[1] and len(figures[0]) == 4 * 2
@@ -194,4 +196,5 @@ def test_suite_figures_attach_to_their_test_case_and_a_prefix_is_allowed(tmp_pat
     # a file whose root is the <testsuite> itself reads the same
     root = tmp_path / "root.xml"
     root.write_text(path.read_text().replace("<testsuites>", "").replace("</testsuites>", ""), encoding="utf-8")
-    assert [(t.test, len(t.metrics)) for t in read_reports([root])] == [(nodeid, 1), ("ci/perf_tests/test_x.py::test_other", 0)]
+    assert [(t.test, len(t.metrics)) for t in read_reports([root])] == [
+        (nodeid, 1), ("ci/perf_tests/test_x.py::test_other", 0)]

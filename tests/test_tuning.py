@@ -123,9 +123,12 @@ def test_loaded_openmp_runtime_is_the_library_mapped_into_the_process():
     name = ctypes.util.find_library("gomp")
     if name is None:
         pytest.skip("libgomp is not installed (apt-get install libgomp1)")
-    code = ("import ctypes, sys; {load}from pytest_dlperf import environment; print(environment.loaded_openmp_runtime())")
-    run = lambda load: subprocess.run([sys.executable, "-c", code.format(load=load)], capture_output=True,
-                                      text=True, check=True).stdout.strip()
+    code = ("import ctypes, sys; {load}from pytest_dlperf import environment; "
+            "print(environment.loaded_openmp_runtime())")
+
+    def run(load):
+        return subprocess.run([sys.executable, "-c", code.format(load=load)], capture_output=True,
+                              text=True, check=True).stdout.strip()
     assert run(f"ctypes.CDLL({name!r}); ") == "gnu"
     assert run("") == "none loaded"
 
@@ -151,6 +154,7 @@ def test_a_child_reports_the_memory_policy_the_kernel_applied():
 
 
 def test_table_lines():
-    lines = tuning.format_table([("default", "framework defaults", 10.0, None), ("omp", "OMP_NUM_THREADS=2", 12.5, 1.25)])
+    lines = tuning.format_table([("default", "framework defaults", 10.0, None),
+                                 ("omp", "OMP_NUM_THREADS=2", 12.5, 1.25)])
     assert lines[0].split() == ["setting", "img/s", "speedup", "settings"]
     assert "1.25x" in lines[2] and "-" in lines[1]

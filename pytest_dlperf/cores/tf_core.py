@@ -327,7 +327,8 @@ class TfTrainingLoop:
     def _synthetic(self) -> list[tuple[tf.Tensor, tf.Tensor]]:
         s = self.scenario
         return [self._to_tensors(images, labels)
-                for images, labels in synthetic_batches(SYNTHETIC_POOL, s.batch_size, s.image_size, s.num_classes, s.seed)]
+                for images, labels in synthetic_batches(SYNTHETIC_POOL, s.batch_size, s.image_size, s.num_classes,
+                                                        s.seed)]
 
     def _step_fn(self, images: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
         with tf.GradientTape() as tape:

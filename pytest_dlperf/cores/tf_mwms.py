@@ -11,9 +11,9 @@ MWMS on CPU it did not run here. With one worker the default strategy is used: t
 single-process reference.
 
 Models: ``tiny_cnn`` (no BatchNorm) for the equivalence check; ``convnet_bn`` (four
-conv-BN-ReLU layers, three 2x2 pools so it sees the whole 32 px image, a small real CNN; Keras has no ResNet-18 and ResNet-50 is too
-slow for a 2-core CI) for scaling and accuracy; its BatchNorm momentum is 0.9, as in PyTorch and
-Gluon (Keras's 0.99 leaves the moving statistics near their initial values after the few dozen
+conv-BN-ReLU layers, three 2x2 pools so it sees the whole 32 px image, a small real CNN; Keras has no
+ResNet-18 and ResNet-50 is too slow for a 2-core CI) for scaling and accuracy; its BatchNorm momentum
+is 0.9, as in PyTorch and Gluon (Keras's 0.99 leaves the moving statistics near their initial values after the few dozen
 steps of a CI run, so evaluation would measure that lag, not the training). Data are NHWC, TensorFlow's CPU layout.
 """
 

@@ -111,7 +111,7 @@ class TorchTrainingLoop:
         if self.compiles:
             self.step_model = torch.compile(self.model, mode=scenario.torch_compile_mode)
         self.criterion = criterion or torch.nn.CrossEntropyLoss()
-        self.optimizer = torch.optim.SGD(
+        self.optimizer: torch.optim.Optimizer = torch.optim.SGD(
             self.model.parameters(), lr=scenario.lr, momentum=scenario.momentum, weight_decay=scenario.weight_decay
         )
         self.autocast_dtype = {"amp_fp16": torch.float16, "amp_bf16": torch.bfloat16}.get(scenario.precision)
@@ -151,7 +151,8 @@ class TorchTrainingLoop:
     def _synthetic(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         s = self.scenario
         return [self._to_device((torch.from_numpy(images), torch.from_numpy(labels)))
-                for images, labels in synthetic_batches(SYNTHETIC_POOL, s.batch_size, s.image_size, s.num_classes, s.seed)]
+                for images, labels in synthetic_batches(SYNTHETIC_POOL, s.batch_size, s.image_size, s.num_classes,
+                                                        s.seed)]
 
     def _count_flops(self) -> float | None:
         """FLOPs of one forward+backward at the real shapes, counted by PyTorch itself."""

@@ -141,7 +141,8 @@ def main(argv: list[str]) -> int:
         model = torchvision.models.get_model(config["model"], weights=None, num_classes=scenario.num_classes).to(device)
     net = model
     if world > 1:
-        net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+        net = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None)
     loop = DDPLoop(net, config, rank, world, device)
     start = time.perf_counter()
     pacer = dist_util.rank_pacer(config, rank, torch.distributed.barrier if world > 1 else None)

@@ -117,7 +117,8 @@ def model_flops_per_step(params: int, layers: int, width: int, context: int, tok
     return float((6 * params + 12 * layers * width * context) * tokens)
 
 
-def synthetic_tokens(batches: int, batch_size: int, context: int, vocab: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+def synthetic_tokens(batches: int, batch_size: int, context: int, vocab: int,
+                     seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """(inputs, next-token targets) int64 pairs of shape (batch, context), reproducible from ``seed``."""
     rng = np.random.default_rng(seed)
     successor = rng.permutation(vocab)
@@ -155,7 +156,9 @@ class GptTrainingLoop(TorchTrainingLoop):
 
     def _count_flops(self) -> float | None:
         c = self.config
-        return model_flops_per_step(self.model.matmul_parameters(), c["layers"], c["width"], c["context"],
+        model = self.model
+        assert isinstance(model, GPT)
+        return model_flops_per_step(model.matmul_parameters(), c["layers"], c["width"], c["context"],
                                     self.scenario.batch_size * c["context"])
 
 

@@ -218,7 +218,8 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscrib
             # nsenter, not ip netns exec: that remounts /sys and slurmd then fails on cgroups
             self.slurmd.append(self._daemon(["nsenter", f"--net=/run/netns/{ns}", "taskset", "-c", str(self.cores[i]),
                           "unshare", "--uts", "--", "sh", "-c",
-                          f"hostname h{i} && exec /usr/sbin/slurmd -D -N h{i} -f {d / 'slurm.conf'}"], f"slurmd{i}.out"))
+                          f"hostname h{i} && exec /usr/sbin/slurmd -D -N h{i} -f {d / 'slurm.conf'}"],
+                                           f"slurmd{i}.out"))
         deadline = time.monotonic() + SLURM_READY_TIMEOUT
         while True:
             out = subprocess.run([*self.head_prefix, "sinfo", "-h", "-N", "-o", "%N %t"], capture_output=True,
@@ -270,7 +271,8 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscrib
                 raise ValueError("the slurm launcher needs EngineHosts(..., slurm=True)")
             # --immediate: a step on a host that is gone fails in seconds instead of queueing; the
             # partition's OverSubscribe lets a liveness probe or the clean-up share a busy node
-            return SlurmLauncher(hosts=hosts, prefix=(*self.head_prefix, "env", f"SLURM_CONF={self.dir / 'slurm.conf'}"),
+            return SlurmLauncher(hosts=hosts,
+                                 prefix=(*self.head_prefix, "env", f"SLURM_CONF={self.dir / 'slurm.conf'}"),
                                  srun_options=("--immediate=10",),
                                  nodes={a: f"h{i}" for i, a in enumerate(self.addresses)}, interface="eth0")
         if engine == "ssh":

@@ -394,7 +394,9 @@ class MpiLauncher(_HostfileSlots):
                 "env", *_env_words(forwarded(env)), *command]
 
     def missing(self) -> str | None:
-        return None if shutil.which(self.mpirun) else f"the mpi launcher needs {self.mpirun!r} (apt-get install openmpi-bin)"
+        if shutil.which(self.mpirun):
+            return None
+        return f"the mpi launcher needs {self.mpirun!r} (apt-get install openmpi-bin)"
 
 
 @dataclass
@@ -447,4 +449,4 @@ def make_launcher(name: str, hostfile: str | Path | None = None, **options: obje
         raise ValueError(f"the {name} launcher needs a hostfile (--dlperf-hostfile PATH): one host per line")
     hosts = read_hostfile(hostfile)
     cls = {"ssh": SshLauncher, "mpi": MpiLauncher, "slurm": SlurmLauncher}[name]
-    return cls(hosts=hosts, **options)  # type: ignore[arg-type]
+    return cls(hosts=hosts, **options)

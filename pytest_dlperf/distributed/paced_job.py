@@ -243,7 +243,8 @@ class PacedJob:
         others = ", ".join(f"{r.name} at step {steps[r]}" for r in running if r != laggard)
         if len(running) > 1 and len(set(steps.values())) == 1:
             others += "; no rank is behind the others, so the hang is inside that step's collective"
-        reason = f"hung: {detail}; its last step was {steps[laggard]}" + (f" (still running: {others})" if others else "")
+        reason = (f"hung: {detail}; its last step was {steps[laggard]}"
+                  + (f" (still running: {others})" if others else ""))
         return self._failed(laggard, reason)
 
     def _failed(self, rank: Rank, reason: str) -> JobFailed:

@@ -64,7 +64,8 @@ def _host_slots(job: Job) -> dict[str, int]:
 
 
 def _remote_env(job_id: str) -> dict[str, str]:
-    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (PACKAGE_ROOT, os.environ.get("PYTHONPATH", "")) if p))
+    return dict(os.environ,
+                PYTHONPATH=os.pathsep.join(p for p in (PACKAGE_ROOT, os.environ.get("PYTHONPATH", "")) if p))
 
 
 def _remote_calls(job: Job, argvs: Mapping[str, list[str]], env: Mapping[str, str],

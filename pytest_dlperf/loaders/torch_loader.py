@@ -28,7 +28,8 @@ def transform(scenario: Scenario) -> transforms.Compose:
 
 def data_loader(scenario: Scenario, split: str = "train") -> DataLoader[Any]:
     check_data(scenario, split)
-    dataset = torchvision.datasets.ImageFolder(str(Path(scenario.data_dir or "") / split), transform=transform(scenario))
+    dataset = torchvision.datasets.ImageFolder(str(Path(scenario.data_dir or "") / split),
+                                               transform=transform(scenario))
     training = split == "train"
     generator = torch.Generator()
     generator.manual_seed(scenario.seed)
