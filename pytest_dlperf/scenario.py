@@ -246,7 +246,7 @@ _ENTRY = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*
 #: A workload name keys baseline entries (``node::label@profile``), so it holds none of their separators.
 _NAME = re.compile(r"^[A-Za-z0-9_][\w.\-]*$")
 #: The frameworks whose cores can run your own ``step``.
-STEP_FRAMEWORKS = ("torch", "tensorflow")
+STEP_FRAMEWORKS = ("torch", "tensorflow", "mxnet")
 
 
 def parse_entry(setting: str, value: Any) -> tuple[str, str]:

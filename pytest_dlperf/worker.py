@@ -31,6 +31,7 @@ CORES = {
 STEP_CORES = {
     "torch": "pytest_dlperf.cores.torch_step",
     "tensorflow": "pytest_dlperf.cores.tf_step",
+    "mxnet": "pytest_dlperf.cores.mxnet_step",
 }
 #: The built-in GPT-style language model (``model="gpt"``) has its own core.
 MODEL_CORES = {("torch", "gpt"): "pytest_dlperf.cores.torch_gpt"}

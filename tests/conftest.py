@@ -1,7 +1,7 @@
 """Self-tests drive pytest as a user would, so the runner's own DLPERF_* settings must not leak in.
 
-CI sets DLPERF_TOLERANCE for the performance suite (see .ci/run); a test of the ini file's
-precedence would otherwise see the environment variable win, as designed.
+A user's or runner's DLPERF_TOLERANCE, say, would otherwise make a test of the ini file's precedence
+see the environment variable win, as designed.
 """
 
 import os

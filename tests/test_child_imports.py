@@ -86,7 +86,8 @@ def test_a_frameworks_child_loads_none_of_the_parents_modules(framework, child, 
 
 @pytest.mark.parametrize("core, framework", [("pytest_dlperf.cores.torch_step", "torch"),
                                              ("pytest_dlperf.cores.torch_gpt", "torch"),
-                                             ("pytest_dlperf.cores.tf_step", "tensorflow")])
+                                             ("pytest_dlperf.cores.tf_step", "tensorflow"),
+                                             ("pytest_dlperf.cores.mxnet_step", "mxnet")])
 def test_the_user_step_and_gpt_cores_load_none_of_the_parents_modules(core, framework):
     """The cores for your own ``step=`` and the built-in GPT (the worker picks them by scenario)."""
     if importlib.util.find_spec(framework) is None:

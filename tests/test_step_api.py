@@ -320,6 +320,55 @@ def test_vector_loss(dlperf):
     assert "tensorflow/tf_mlp (step tf_model:make_step)" in test.scenarios["tf_mlp"]
 
 
+MXNET_STEP_MODULE = """
+import mxnet as mx
+from mxnet import autograd, gluon
+
+def make_step(scenario):
+    mx.random.seed(scenario.seed)
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Dense(32, activation="relu"), gluon.nn.Dense(4))
+    net.initialize(mx.init.Xavier())
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.2})
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    x = mx.nd.random.normal(shape=(scenario.batch_size, 16))
+    y = (x[:, 0] > 0) + 2 * (x[:, 1] > 0)
+
+    def step():
+        with autograd.record():
+            loss = loss_fn(net(x), y).mean()
+        loss.backward()
+        trainer.step(1)
+        return loss
+
+    return step
+
+def make_bad_step(scenario):
+    return lambda: mx.nd.ones((2,))
+"""
+
+
+@pytest.mark.framework("mxnet")
+def test_an_mxnet_gluon_step_is_trained_and_checked(pytester: pytest.Pytester) -> None:
+    project(pytester, """
+def test_mine(dlperf):
+    run = dlperf.run(dlperf.scenario("mxnet", "mx_mlp", step="mx_model:make_step", batch_size=8,
+                                     warmup_steps=2, rounds=3, steps_per_round=5))
+    dlperf.check(run)
+    assert run.loss_fell(), run.losses
+    assert run.throughput.samples == __import__("pytest").approx([5 * 8 / t for t in run.details["round_seconds"]])
+
+def test_vector_loss(dlperf):
+    dlperf.run(dlperf.scenario("mxnet", "mx_bad", step="mx_model:make_bad_step", rounds=1, steps_per_round=1))
+""", mx_model=MXNET_STEP_MODULE)
+    result = run(pytester, "proj", "--junitxml=report.xml")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*scenario 'mx_bad' failed: error in your code: UserCodeError: step "
+                                 "mx_model:make_bad_step returned a tensor of shape (2,); return the loss*"])
+    test = next(t for t in read_reports([pytester.path / "report.xml"]) if t.test.endswith("test_mine"))
+    assert {m.metric for m in test.metrics if m.label == "mx_mlp"} >= {"throughput", "peak_host_memory"}
+
+
 def test_a_step_scenario_is_named_by_its_workload_and_crosses_as_json() -> None:
     s = scenario_for("smoke", "torch", "my_lm", step="pkg.models:make_step", import_path=("/a", "/b"),
                      model_config={"hidden": 64})
@@ -332,7 +381,6 @@ def test_a_step_scenario_is_named_by_its_workload_and_crosses_as_json() -> None:
 
 @pytest.mark.parametrize("settings, message", [
     (dict(step="m:f", model_factory="m:g"), "either step= *or model_factory="),
-    (dict(framework="mxnet", step="m:f"), "step= is supported for torch, tensorflow; not yet for mxnet"),
     (dict(model="my lm", step="m:f"), "the workload name 'my lm' keys the baselines"),
     (dict(model="a@b", step="m:f"), "the workload name 'a@b' keys the baselines"),
     (dict(step="m:f", data="jpeg", data_dir="/d"), "with step= your step reads its own data"),

@@ -306,16 +306,21 @@ def environment(scenario: Scenario) -> dict[str, Any]:
     return env
 
 
-def train(scenario: Scenario, progress: Any = None) -> tuple[Any, list[float], dict[str, Any], dict[str, Any]]:
-    """Entry point used by the worker: build, measure, describe the environment."""
-    from ..loaders import evaluate_real_data
-    from ..measure import measure
-
+def prepare(scenario: Scenario) -> None:
+    """What every torch training child sets before it builds: threads, seed, device, precision."""
     apply_threads(scenario)
     torch.manual_seed(scenario.seed)
     if scenario.device == "cuda" and not torch.cuda.is_available():
         raise ScenarioError("device='cuda' but torch sees no CUDA device (check the driver and CUDA_VISIBLE_DEVICES)")
     configure_precision(scenario)
+
+
+def train(scenario: Scenario, progress: Any = None) -> tuple[Any, list[float], dict[str, Any], dict[str, Any]]:
+    """Entry point used by the worker: build, measure, describe the environment."""
+    from ..loaders import evaluate_real_data
+    from ..measure import measure
+
+    prepare(scenario)
     loop = TorchTrainingLoop(scenario)
     metrics, losses, details = measure(loop, scenario, progress)
     evaluate_real_data(loop, scenario, metrics, details, progress)

@@ -32,7 +32,7 @@ from torch import nn
 from ..profiles import gpt_config
 from ..result import HIGHER, metric_from
 from ..scenario import Scenario, ScenarioError
-from .torch_core import TorchTrainingLoop, apply_threads, configure_precision, environment
+from .torch_core import TorchTrainingLoop, environment, prepare
 
 #: Distinct synthetic batches cycled through, as the image scenarios do.
 SYNTHETIC_POOL = 4
@@ -176,11 +176,7 @@ def train(scenario: Scenario, progress: Any = None) -> tuple[Any, list[float], d
 
     if scenario.data != "synthetic":
         raise ScenarioError(f"model='gpt' trains on synthetic tokens; data={scenario.data!r} is for the image models")
-    apply_threads(scenario)
-    torch.manual_seed(scenario.seed)
-    if scenario.device == "cuda" and not torch.cuda.is_available():
-        raise ScenarioError("device='cuda' but torch sees no CUDA device (check the driver and CUDA_VISIBLE_DEVICES)")
-    configure_precision(scenario)
+    prepare(scenario)
     loop = GptTrainingLoop(scenario)
     metrics, losses, details = measure(loop, scenario, progress)
     metrics["throughput"] = dataclasses.replace(metrics["throughput"], unit="tokens/s")

@@ -19,9 +19,9 @@ from typing import Any, Sequence
 
 import torch
 
-from ..scenario import Scenario, ScenarioError
+from ..scenario import Scenario
 from ..usercode import UserStep
-from .torch_core import CudaStepTimer, TorchTrainingLoop, apply_threads, configure_precision, environment
+from .torch_core import CudaStepTimer, TorchTrainingLoop, environment, prepare
 
 
 class UserStepLoop:
@@ -74,11 +74,7 @@ def train(scenario: Scenario, progress: Any = None) -> tuple[Any, list[float], d
     """Entry point used by the worker for ``framework='torch'`` with ``step=``."""
     from ..measure import measure
 
-    apply_threads(scenario)
-    torch.manual_seed(scenario.seed)
-    if scenario.device == "cuda" and not torch.cuda.is_available():
-        raise ScenarioError("device='cuda' but torch sees no CUDA device (check the driver and CUDA_VISIBLE_DEVICES)")
-    configure_precision(scenario)
+    prepare(scenario)
     loop = UserStepLoop(scenario)
     metrics, losses, details = measure(loop, scenario, progress)
     loop.user_step.throughput_unit(metrics)
