@@ -7,10 +7,10 @@ history, on the log scale (changes are relative):
     gate = t(1 - alpha / 2, df) * s * sqrt(1 + 1 / k)
 
 with ``k`` the recorded runs, ``s`` their run-to-run spread (standard deviation of the log values)
-and ``alpha`` the per-figure level after the suite-wide correction (:func:`family_alpha`). A figure
-with few runs borrows strength from the other figures of its kind in the same baseline file (same
-metric, same framework): their pooled spread is a prior worth at most :data:`PRIOR_DF` degrees of
-freedom, moderated with the figure's own spread as in limma's moderated t. The configured tolerance
+and ``alpha`` the per-figure level after the suite-wide correction (:func:`family_alpha`). Where the
+other figures of its kind in the same baseline file (same metric, same framework) spread more than
+its own runs, their pooled spread is a prior worth at most :data:`PRIOR_DF` degrees of freedom,
+moderated with the figure's own as in limma's moderated t (:func:`resolve`). The configured tolerance
 is a floor under the gate, never a ceiling: a figure that drifts 20% run to run gets a wide gate, one
 that varies 0.5% the tolerance. A figure whose noise nothing measured (one run, no pool) has no gate.
 """
@@ -25,6 +25,8 @@ from typing import Iterable, Sequence
 FAMILY_ALPHA = 0.05
 #: How many degrees of freedom the pooled spread of a figure's kind may weigh, against its own runs.
 PRIOR_DF = 8
+#: How many identical runs show a figure is exact (an accuracy at 1.0 in two runs may just be at its ceiling).
+IDENTICAL_RUNS = 5
 #: Compile time is one sample per process of CPU-bound work a busy host stretches: never gated tighter.
 COMPILE_TIME_TOLERANCE = 0.25
 
@@ -112,12 +114,18 @@ class Gate:
 
 
 def resolve(floor: float, runs: Sequence[float], pool: Pool | None, alpha: float) -> Gate:
-    """The gate of a figure with these recorded ``runs``, its kind's ``pool`` and per-figure ``alpha``."""
+    """The gate of a figure with these recorded ``runs``, its kind's ``pool`` and per-figure ``alpha``.
+
+    The pool may only make a figure noisier than its own runs say, never quieter, and never vouches
+    for a figure with one run: the figures of one kind are not alike enough for that (an A/A run
+    failed when asynchronous SGD's accuracy, two runs 1.2% apart, borrowed the zero spread of the
+    deterministic accuracies beside it).
+    """
     own, own_df = log_spread(runs)
-    prior_df = min(pool.df, PRIOR_DF) if pool is not None else 0
-    df = own_df + prior_df
-    if df == 0:
+    prior_df = min(pool.df, PRIOR_DF) if pool is not None and pool.spread > own else 0
+    if own_df == 0 or (own == 0 and own_df < IDENTICAL_RUNS - 1 and not prior_df):
         return Gate(floor, None, 0, len(runs), alpha)
+    df = own_df + prior_df
     variance = (own_df * own * own + prior_df * (pool.spread ** 2 if pool else 0.0)) / df
     return Gate(floor, math.sqrt(variance), df, len(runs), alpha)
 
