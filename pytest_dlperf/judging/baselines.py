@@ -193,6 +193,7 @@ class BaselineStore:
     _files: dict[str, dict[str, Any]] = field(default_factory=dict)
     _staged: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     _hardware: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _pools: dict[str, dict[tuple[str, str], Pool]] = field(default_factory=dict)
 
     def path(self, hardware_key: str) -> Path:
         return self.directory / f"{hardware_key}.json"
@@ -244,14 +245,16 @@ class BaselineStore:
         )
 
     def pools(self, hardware_key: str) -> dict[tuple[str, str], Pool]:
-        """The pooled run-to-run spreads of this machine's figures, by (metric, framework)."""
+        """The pooled run-to-run spreads of this machine's figures, by (metric, framework): computed
+        once per file, as its entries are read once (a run judges every figure against them)."""
+        if hardware_key not in self._pools:
+            self._pools[hardware_key] = self._pooled(hardware_key)
+        return self._pools[hardware_key]
+
+    def _pooled(self, hardware_key: str) -> dict[tuple[str, str], Pool]:
         return pools((name, str(rec.get("software", {}).get("framework", "")),
                       [float(r["value"]) for r in _runs(rec)])
                      for metrics in self.entries(hardware_key).values() for name, rec in metrics.items())
-
-    def framework_of(self, hardware_key: str, key: str, metric: str) -> str:
-        rec = self.entries(hardware_key).get(key, {}).get(metric, {})
-        return str(rec.get("software", {}).get("framework", ""))
 
     def stage(self, hardware_key: str, hardware: Mapping[str, Any], key: str, metric: Metric,
               software: Mapping[str, Any], restart: bool = False) -> None:
