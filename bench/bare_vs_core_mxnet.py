@@ -18,9 +18,9 @@ import sys
 import time
 from typing import Any, Callable
 
-from pytest_dlperf.cores.mxnet_core import MXNetTrainingLoop, apply_environment, check_supported, default_kvstore
+from pytest_dlperf.child.cores.mxnet_core import MXNetTrainingLoop, apply_environment, check_supported, default_kvstore
 from pytest_dlperf.scenario import Scenario
-from pytest_dlperf.synthetic import batches
+from pytest_dlperf.child.synthetic import batches
 
 
 def bare_loop(s: Scenario) -> Callable[[], Any]:

@@ -20,10 +20,10 @@ import sys
 import time
 from typing import Any, Callable
 
-from pytest_dlperf.cores.tf_core import TfTrainingLoop, build_model, configure
-from pytest_dlperf.measure import measure
+from pytest_dlperf.child.cores.tf_core import TfTrainingLoop, build_model, configure
+from pytest_dlperf.child.measure import measure
 from pytest_dlperf.scenario import Scenario
-from pytest_dlperf.synthetic import batches
+from pytest_dlperf.child.synthetic import batches
 
 
 def bare_loop(s: Scenario) -> Callable[[], Any]:

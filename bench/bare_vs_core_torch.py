@@ -36,10 +36,10 @@ from typing import Callable
 import torch
 import torchvision
 
-from pytest_dlperf.cores.torch_core import TorchTrainingLoop, apply_threads, configure_precision
-from pytest_dlperf.measure import measure
+from pytest_dlperf.child.cores.torch_core import TorchTrainingLoop, apply_threads, configure_precision
+from pytest_dlperf.child.measure import measure
 from pytest_dlperf.scenario import Scenario
-from pytest_dlperf.synthetic import batches
+from pytest_dlperf.child.synthetic import batches
 
 
 def bare_loop(s: Scenario) -> Callable[[], torch.Tensor]:

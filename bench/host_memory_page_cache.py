@@ -2,7 +2,7 @@
 
 Trains Gluon ResNet-18 (batch 16, 64 px, 10 steps) in this process and prints two figures: the peak
 resident set (``ru_maxrss``, what ``peak_host_memory`` was) and the peak less the file-backed pages
-(what it is now, :func:`pytest_dlperf.measure.peak_host_memory_bytes`). Run it in a fresh MXNet
+(what it is now, :func:`pytest_dlperf.child.measure.peak_host_memory_bytes`). Run it in a fresh MXNet
 environment, then after ``sync; echo 3 > /proc/sys/vm/drop_caches`` (root), then after
 ``pip install --force-reinstall --no-deps mxnet==1.9.1``: only the first figure moves
 (docs/verdicts.md, "Peak host memory").
@@ -16,7 +16,7 @@ import mxnet as mx
 from mxnet.gluon.model_zoo import vision
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from pytest_dlperf.measure import peak_host_memory_bytes  # noqa: E402
+from pytest_dlperf.child.measure import peak_host_memory_bytes  # noqa: E402
 
 net = vision.resnet18_v1(classes=10)
 net.initialize(mx.init.Xavier())

@@ -17,8 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_dlperf.datasets import FRAMEWORK_FORMATS, ImageSetSpec, ensure_image_set
-from pytest_dlperf.loaders import LoaderLoop
+from pytest_dlperf.child.datasets import FRAMEWORK_FORMATS, ImageSetSpec, ensure_image_set
+from pytest_dlperf.child.loaders import LoaderLoop
 from pytest_dlperf.profiles import scenario_for
 
 SPEC = ImageSetSpec(num_classes=10, train_per_class=160, val_per_class=40, image_size=64)

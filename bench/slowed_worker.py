@@ -11,8 +11,8 @@ import os
 import sys
 import time
 
-from pytest_dlperf import worker
-from pytest_dlperf.cores import torch_core
+from pytest_dlperf.child import worker
+from pytest_dlperf.child.cores import torch_core
 
 SLOWDOWN = float(os.environ.get("DLPERF_BENCH_SLOWDOWN", "0"))
 _step = torch_core.TorchTrainingLoop.step

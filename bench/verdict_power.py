@@ -31,7 +31,7 @@ false-alarm rate is above 0 or the detection rate below 100% at the tolerance us
     python bench/verdict_power.py --device cuda --profile full                 # 10% slowdown on the GPU
     python bench/verdict_power.py --paired --trials 20                          # the paired mode, below
 
-``--paired``: the A/B and ratio claims' mechanism instead (``pytest_dlperf.paired``). Each trial is
+``--paired``: the A/B and ratio claims' mechanism instead (``pytest_dlperf.processes.paired``). Each trial is
 one interleaved group of four variants of the same scenario, each in ``--processes`` persistent
 children: the reference, an unchanged copy (A/A), and two copies whose every step is slowed by
 5% and 10% of its own duration (``bench/slowed_worker.py``: a host busy-wait, real work in the
@@ -55,12 +55,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from pytest_dlperf import verdict
+from pytest_dlperf.judging import verdict
 from pytest_dlperf.judging.baselines import Baseline, BaselineStore
 from pytest_dlperf.profiles import scenario_for
 from pytest_dlperf.result import Metric, metric_from
 from pytest_dlperf.scenario import Scenario
-from pytest_dlperf.settings import DEFAULT_TOLERANCE
+from pytest_dlperf.plugin.settings import DEFAULT_TOLERANCE
 
 #: Measured per run: throughput is what a test judges (``session.CHECKED_METRICS``); the step
 #: time only sizes the injected slowdown.
@@ -76,7 +76,7 @@ SOFTWARE = {"framework": "torch"}
 def build_loop(s: Scenario) -> Any:
     import torch
 
-    from pytest_dlperf.cores.torch_core import TorchTrainingLoop
+    from pytest_dlperf.child.cores.torch_core import TorchTrainingLoop
 
     torch.manual_seed(s.seed)
     return TorchTrainingLoop(s)
@@ -134,7 +134,7 @@ def matmul_injector(device: str, extra_s: float) -> Callable[[Callable[[], Any]]
 
 
 def measure_once(s: Scenario, inject: Callable[[Callable[[], Any]], Callable[[], Any]] | None) -> dict[str, Metric]:
-    from pytest_dlperf.measure import measure
+    from pytest_dlperf.child.measure import measure
 
     loop = build_loop(s)
     if inject is not None:
@@ -306,9 +306,9 @@ PAIRED_SWEEP = (0.03, 0.05, 0.06, 0.08, 0.10)
 
 
 def paired_trials(args: argparse.Namespace, s: Scenario, describe: str) -> dict[str, Any]:
-    from pytest_dlperf.devicelock import device_lock
-    from pytest_dlperf.paired import Variant, run_paired
-    from pytest_dlperf.runner import run_scenario
+    from pytest_dlperf.processes.devicelock import device_lock
+    from pytest_dlperf.processes.paired import Variant, run_paired
+    from pytest_dlperf.processes.runner import run_scenario
     from pytest_dlperf.judging.stats import decide
 
     bench = str(Path(__file__).resolve().parent)
@@ -473,7 +473,7 @@ def main(argv: list[str]) -> int:
         args.tolerance = args.tolerance or DEFAULT_TOLERANCE[args.profile]
         import torch
 
-        from pytest_dlperf.cores.torch_core import apply_threads, configure_precision
+        from pytest_dlperf.child.cores.torch_core import apply_threads, configure_precision
 
         overrides = {k: v for k, v in (("rounds", args.rounds), ("steps_per_round", args.steps_per_round)) if v}
         s = scenario_for(args.profile, "torch", args.model, device=args.device, **overrides)

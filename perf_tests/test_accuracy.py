@@ -2,7 +2,7 @@
 
 The seed trains ResNet on ImageNet and reports top-1 46.9% / top-5 72.6% after two
 epochs. On a CPU the claim tested is its mechanism: on a learnable data set made by
-the suite (10 classes of JPEG images, pytest_dlperf.datasets), each framework's core
+the suite (10 classes of JPEG images, pytest_dlperf.child.datasets), each framework's core
 reaches a stated top-1 and top-5 on the held-out split within a bounded number of
 steps, and the accuracy is checked against this machine's baseline (higher is
 better), so a change that keeps the speed but breaks learning fails.
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_dlperf.datasets import FRAMEWORK_FORMATS, ImageSetSpec, ensure_image_set
-from pytest_dlperf.worker import ACCURACY, REAL_DATA, missing_capability
+from pytest_dlperf.child.datasets import FRAMEWORK_FORMATS, ImageSetSpec, ensure_image_set
+from pytest_dlperf.child.worker import ACCURACY, REAL_DATA, missing_capability
 
 #: Chance is 0.10 top-1 and 0.50 top-5 on 10 classes; a core that learns clears these in the steps below
 #: (all three reach 1.00 here), one that does not stays near chance.

@@ -3,7 +3,7 @@
 Most production PyTorch training now runs through ``torch.compile`` (often with CUDA
 graphs), and its regressions are the ones an upgrade brings: slower kernels, a new graph
 break, a recompilation, a longer compile. Each test trains the same model eager and
-compiled, interleaved round by round (pytest_dlperf.paired), and asserts that the
+compiled, interleaved round by round (pytest_dlperf.processes.paired), and asserts that the
 compiled step is not slower than the eager one beyond the A/B threshold (the paired
 ratio's interval below 1 - 5%); the speedup, the compile time (first step, and the whole
 warm-up's excess over steady-state steps) and the graph-break and recompilation counts are
@@ -42,9 +42,9 @@ import warnings
 
 import pytest
 
-from pytest_dlperf.settings import DEFAULT_AB_THRESHOLD as AB_THRESHOLD
+from pytest_dlperf.plugin.settings import DEFAULT_AB_THRESHOLD as AB_THRESHOLD
 from pytest_dlperf.judging.stats import SLOWER, decide
-from pytest_dlperf.tuning import SlowdownWarning
+from pytest_dlperf.judging.tuning import SlowdownWarning
 
 #: CPU: processes per variant and pairs (see the module docstring for why fewer than the default).
 CPU_PROCESSES = 1

@@ -4,7 +4,7 @@ The seed trains ResNet-50 (tf_cnn_benchmarks, synthetic data, NHWC) on an 18-cor
 2-socket Xeon and reaches 6x over the default with intel-tensorflow, OMP/KMP settings
 and ``numactl --interleave=all``. A 2-core CI machine cannot show 6x, so no fixed
 speedup is asserted: each setting's speedup over the default configuration measured
-in this same session, round by round (a paired group: pytest_dlperf.paired), is recorded
+in this same session, round by round (a paired group: pytest_dlperf.processes.paired), is recorded
 as a ``speedup`` metric with its interval and held against this machine's baseline
 (``--update-baselines`` records it), and a setting that makes training slower is
 reported as slower (a SlowdownWarning and a ``dlperf.<setting>.slower_than_default``
@@ -18,8 +18,8 @@ import warnings
 
 import pytest
 
-from pytest_dlperf import tuning
-from pytest_dlperf.environment import memory_policy
+from pytest_dlperf.judging import tuning
+from pytest_dlperf.child.environment import memory_policy
 from pytest_dlperf.judging.stats import SLOWER, decide
 
 MODEL = "resnet50"  # the seed's model
@@ -31,7 +31,7 @@ _groups: dict[tuple[str, str], object] = {}
 
 
 def _group(dlperf, framework):
-    """The default and every runnable setting, interleaved round by round (pytest_dlperf.paired):
+    """The default and every runnable setting, interleaved round by round (pytest_dlperf.processes.paired):
     each setting's speedup is the paired ratio of its rounds over the default's rounds of the
     same pair, so drift of the machine between runs cancels."""
     key = (framework, dlperf.profile)

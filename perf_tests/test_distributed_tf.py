@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_dlperf import distributed as dist
-from pytest_dlperf.distributed.scaling import ScalingClaim, check_two_workers
+from pytest_dlperf.processes import distributed as dist
+from pytest_dlperf.processes.distributed.scaling import ScalingClaim, check_two_workers
 
 pytestmark = pytest.mark.framework("tensorflow")
 

@@ -12,7 +12,7 @@ The seed trains ResNet on ImageNet on one VM and on two (``RANK=0``/``RANK=1``,
   worker, weak-scaling efficiency and top-1/top-5 on held-out data, on loopback, across
   two network namespaces, and across two namespaces behind a ``tbf`` rate limit. The
   1-worker job and the 2-worker job run at once and alternate timed rounds
-  (:mod:`pytest_dlperf.distributed.paced_job`), so the efficiency is a paired ratio with its interval,
+  (:mod:`pytest_dlperf.processes.distributed.paced_job`), so the efficiency is a paired ratio with its interval,
   not two sequential runs' quotient that carries the machine's drift between them.
 """
 
@@ -22,9 +22,9 @@ import dataclasses
 
 import pytest
 
-from pytest_dlperf import distributed as dist
-from pytest_dlperf.distributed.paced_job import paced_problem, run_paired_jobs
-from pytest_dlperf.distributed.scaling import ScalingClaim, check_paired_workers, check_two_workers
+from pytest_dlperf.processes import distributed as dist
+from pytest_dlperf.processes.distributed.paced_job import paced_problem, run_paired_jobs
+from pytest_dlperf.processes.distributed.scaling import ScalingClaim, check_paired_workers, check_two_workers
 
 pytestmark = pytest.mark.framework("torch")
 

@@ -1,6 +1,6 @@
 """Seeds 002 and 004 on the engines users run: real jobs through ssh and Open MPI across separate hosts.
 
-Two network-namespace hosts, each with its own sshd and its own core (``pytest_dlperf.distributed.engines``),
+Two network-namespace hosts, each with its own sshd and its own core (``pytest_dlperf.processes.distributed.engines``),
 the launch clients on a third namespace (the login node): every rank is remote, started by the
 engine itself, addressed by IP; the config reaches it through the launcher's environment and its
 result comes back through the launcher's output (no shared path is read); its ports were chosen
@@ -28,9 +28,9 @@ import sys
 
 import pytest
 
-from pytest_dlperf import distributed as dist
-from pytest_dlperf.distributed import engines
-from pytest_dlperf.devicelock import device_lock
+from pytest_dlperf.processes import distributed as dist
+from pytest_dlperf.processes.distributed import engines
+from pytest_dlperf.processes.devicelock import device_lock
 
 FRAMEWORKS = ("torch", "tensorflow", "mxnet")  # each runs in its own tox environment; the others skip
 SMALL = dict(model="tiny_cnn", batch_size=8, image_size=16, num_classes=10, lr=0.05, momentum=0.9, seed=0,

@@ -6,12 +6,12 @@ feeds MXNet from RecordIO with an index and ``--data-nthreads``. For each framew
 this measures three figures on the same shapes:
 
 * compute-only: training on synthetic batches already in memory;
-* loader-only: the framework's own loader alone (``python -m pytest_dlperf.loaders``);
+* loader-only: the framework's own loader alone (``python -m pytest_dlperf.child.loaders``);
 * effective: training fed by that loader.
 
 The configuration under test must keep up: the loader alone is not slower than training
 (a paired ratio: loader-only and compute-only children take timed rounds in turn, so the
-machine's drift hits both alike; see pytest_dlperf.paired), and, where the loader has cores of
+machine's drift hits both alike; see pytest_dlperf.processes.paired), and, where the loader has cores of
 its own (full profile), training fed by it is not data-bound (effective >= 90% of compute-only).
 A configuration built to be data-bound (JPEGs of photo size, decoded in the training process)
 must be detected as such, so the detector is proven to fire. All figures are recorded and held
@@ -25,13 +25,13 @@ import dataclasses
 
 import pytest
 
-from pytest_dlperf.datasets import FRAMEWORK_FORMATS, ImageSetSpec, ensure_image_set
-from pytest_dlperf.environment import usable_cpus
-from pytest_dlperf.loaders import classify
-from pytest_dlperf.paired import Variant
-from pytest_dlperf.settings import DEFAULT_AB_THRESHOLD as THRESHOLD
+from pytest_dlperf.child.datasets import FRAMEWORK_FORMATS, ImageSetSpec, ensure_image_set
+from pytest_dlperf.child.environment import usable_cpus
+from pytest_dlperf.child.loaders import classify
+from pytest_dlperf.processes.paired import Variant
+from pytest_dlperf.plugin.settings import DEFAULT_AB_THRESHOLD as THRESHOLD
 from pytest_dlperf.judging.stats import SLOWER, decide
-from pytest_dlperf.worker import REAL_DATA, missing_capability
+from pytest_dlperf.child.worker import REAL_DATA, missing_capability
 
 MODEL = "resnet18"  # seed 001's data-bound model
 #: Small JPEGs, decoded by loader workers (threads for tf.data and MXNet): the configuration under test.
@@ -41,7 +41,7 @@ SPEC = ImageSetSpec(num_classes=10, train_per_class=160, val_per_class=40, image
 def loader_workers(profile: str) -> int:
     """Smoke (2-core CI): one worker; two would take a core from the training step (measured: 81% of
     compute-only with 2 workers, 100% with 1). Full: half the physical cores, as DataLoader guides advise."""
-    from pytest_dlperf.environment import physical_cores
+    from pytest_dlperf.child.environment import physical_cores
 
     return 1 if profile == "smoke" else max(2, min(8, physical_cores() // 2))
 #: Large photo-sized JPEGs (1.3 megapixels, ~45 ms each to decode here) decoded in the training process.
@@ -121,7 +121,7 @@ def test_loader_is_not_the_bottleneck(dlperf, framework, data_root, request):
     real = base.replace(data=FRAMEWORK_FORMATS[framework], data_dir=str(data_dir), loader_workers=workers)
     # The loader alone (no training) against training alone, interleaved: their ratio is the claim.
     paired = dlperf.run_paired(base.replace(label="compute_only"),
-                               Variant(real.replace(label="loader_only"), module="pytest_dlperf.loaders"),
+                               Variant(real.replace(label="loader_only"), module="pytest_dlperf.child.loaders"),
                                record=False)
     compute, loader = paired.results["compute_only"], paired.results["loader_only"]
     ratio = paired.ratio("loader_only")

@@ -58,8 +58,8 @@ def train_linear(variant: str) -> dict[str, Any]:
     from mxnet import autograd, gluon
     from mxnet.contrib import amp
 
-    from pytest_dlperf.cores.mxnet_core import OverflowCounter
-    from pytest_dlperf.synthetic import batches
+    from pytest_dlperf.child.cores.mxnet_core import OverflowCounter
+    from pytest_dlperf.child.synthetic import batches
 
     dynamic = variant == "fp16_dynamic"
     dtype = "float32" if variant == "fp32" else "float16"

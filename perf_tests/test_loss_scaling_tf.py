@@ -46,7 +46,7 @@ def tf_policy(request):
     would distort it, and it theirs); the mixed-precision policy is global, so restore it afterwards."""
     import keras
 
-    from pytest_dlperf.devicelock import device_lock
+    from pytest_dlperf.processes.devicelock import device_lock
 
     with device_lock(["cpu"], owner=request.node.nodeid):
         yield
@@ -82,15 +82,15 @@ def weighted_loss(labels, logits):
 def data(s):
     import tensorflow as tf
 
-    from pytest_dlperf.synthetic import batches
+    from pytest_dlperf.child.synthetic import batches
 
     return [(tf.constant(x), tf.constant(y.astype(np.int32)))
             for x, y in batches(4, s.batch_size, s.image_size, s.num_classes, seed=1)]
 
 
 def train(precision: str, loss_scale: str | float = "dynamic", initial_scale: float | None = None) -> Run:
-    from pytest_dlperf.cores import tf_core
-    from pytest_dlperf.measure import measure
+    from pytest_dlperf.child.cores import tf_core
+    from pytest_dlperf.child.measure import measure
 
     s = scenario(precision, loss_scale)
     tf_core.configure_precision(s)

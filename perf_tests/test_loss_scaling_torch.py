@@ -64,7 +64,7 @@ def device(request):
         request.getfixturevalue("gpu")
         yield "cuda"
         return
-    from pytest_dlperf.devicelock import device_lock
+    from pytest_dlperf.processes.devicelock import device_lock
 
     with device_lock(["cpu"], owner=request.node.nodeid):
         yield "cpu"
@@ -97,15 +97,15 @@ def weighted_loss(logits, labels):
 def data(device: str):
     import torch
 
-    from pytest_dlperf.synthetic import batches
+    from pytest_dlperf.child.synthetic import batches
 
     return [(torch.from_numpy(x).to(device), torch.from_numpy(y).long().to(device))
             for x, y in batches(POOL, BATCH, IMAGE, CLASSES, seed=1)]
 
 
 def train(device: str, precision: str, loss_scale: str | float = "dynamic") -> Run:
-    from pytest_dlperf.cores import torch_core
-    from pytest_dlperf.measure import measure
+    from pytest_dlperf.child.cores import torch_core
+    from pytest_dlperf.child.measure import measure
 
     s = scenario(device, precision, loss_scale)
     torch_core.configure_precision(s)

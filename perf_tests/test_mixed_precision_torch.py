@@ -5,7 +5,7 @@ benchmark on, FP16 vs FP32 on a tensor-core GPU; measured 2.02x (ResNet-50) and
 2.36x (ResNet-18 at full data speed). The claim tested here: AMP fp16 (autocast +
 GradScaler, dynamic and static loss scale) is at least 1.8x the strict-FP32
 throughput, and both still train (the loss falls, no step turns NaN). The ratios are
-paired: the precisions take timed rounds in turn (pytest_dlperf.paired), so a GPU's
+paired: the precisions take timed rounds in turn (pytest_dlperf.processes.paired), so a GPU's
 clocks or a neighbour's load moving during the test hit both sides alike.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_dlperf.settings import DEFAULT_AB_THRESHOLD as AB_THRESHOLD
+from pytest_dlperf.plugin.settings import DEFAULT_AB_THRESHOLD as AB_THRESHOLD
 from pytest_dlperf.judging.stats import SLOWER, decide
 
 pytestmark = pytest.mark.framework("torch")

@@ -1,7 +1,7 @@
 """A GPT-style decoder language model (the built-in ``model="gpt"``): tokens/s, model FLOPs, MFU.
 
 Transformers are most of today's training; this is the ResNet suite's claims on one. The model is
-GPT-2's layout (pytest_dlperf.cores.torch_gpt): causal attention through
+GPT-2's layout (pytest_dlperf.child.cores.torch_gpt): causal attention through
 ``scaled_dot_product_attention``, AdamW, synthetic but learnable tokens. Throughput is tokens/s
 (``samples_per_step = batch * context``); ``achieved_tflops`` counts the PaLM model FLOPs
 (6 x parameters per token, plus attention), and on a GPU whose peak is known ``mfu`` divides it by
@@ -20,7 +20,7 @@ import shutil
 import pytest
 
 from pytest_dlperf.profiles import GPT_SIZES
-from pytest_dlperf.settings import DEFAULT_AB_THRESHOLD as AB_THRESHOLD
+from pytest_dlperf.plugin.settings import DEFAULT_AB_THRESHOLD as AB_THRESHOLD
 from pytest_dlperf.judging.stats import SLOWER, decide
 
 pytestmark = pytest.mark.framework("torch")

@@ -12,7 +12,7 @@ import os
 import sys
 import time
 
-from pytest_dlperf import worker
+from pytest_dlperf.child import worker
 
 
 class SleepingLoop:
@@ -43,7 +43,7 @@ class SleepingLoop:
 
 
 def train(scenario, progress):  # type: ignore[no-untyped-def]
-    from pytest_dlperf.measure import measure, rewarm_steps
+    from pytest_dlperf.child.measure import measure, rewarm_steps
 
     rewarm = rewarm_steps(scenario) if "--paced" in sys.argv else 0  # untimed steps before the first timed round
     loop = SleepingLoop(scenario.steps_per_round, scenario.warmup_steps, rewarm)

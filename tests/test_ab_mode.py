@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dlperf.junit import read_reports
+from pytest_dlperf.reports.junit import read_reports
 
 TRAIN_TEST = """
 import pytest

@@ -11,8 +11,8 @@ from xml.sax.saxutils import quoteattr
 import pytest
 from junitparser import JUnitXml
 
-from pytest_dlperf import cli
-from pytest_dlperf.junit import direction_of, read_reports
+from pytest_dlperf.reports import cli
+from pytest_dlperf.reports.junit import direction_of, read_reports
 
 HW = "cpu-test-4cpu"
 
@@ -379,10 +379,10 @@ def test_plot_draws_throughput_speedup_and_scaling_charts(tmp_path, capsys):
 
 
 def test_plot_without_matplotlib_says_how_to_get_it(tmp_path, capsys, monkeypatch):
-    import pytest_dlperf
+    from pytest_dlperf import reports
 
-    monkeypatch.delitem(sys.modules, "pytest_dlperf.plots", raising=False)
-    monkeypatch.delattr(pytest_dlperf, "plots", raising=False)
+    monkeypatch.delitem(sys.modules, "pytest_dlperf.reports.plots", raising=False)
+    monkeypatch.delattr(reports, "plots", raising=False)
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     report = write_report(tmp_path / "r.xml", [amp_case()])
@@ -427,7 +427,7 @@ def test_bad_input_is_one_clear_line_and_exit_2(tmp_path, capsys, command, kind)
 
 
 def test_the_module_runs_as_a_command_without_a_traceback(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "pytest_dlperf.cli", "summary", str(tmp_path / "absent.xml")],
+    proc = subprocess.run([sys.executable, "-m", "pytest_dlperf.reports.cli", "summary", str(tmp_path / "absent.xml")],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
@@ -558,7 +558,7 @@ def test_a_non_numeric_figure_is_named_as_a_usage_error(tmp_path, capsys):
 
 
 def test_each_test_shows_the_skip_reason_of_the_report_that_ran_it(tmp_path, capsys):
-    from pytest_dlperf.html_report import unique_tests
+    from pytest_dlperf.reports.html_report import unique_tests
 
     gpu = all_skipped_report(tmp_path / "mxnet.xml")  # the MXNet environment on a GPU runner without a GPU
     torch = write_report(tmp_path / "torch.xml", [amp_case()] + [  # the torch environment: no MXNet

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from pytest_dlperf.judging.baselines import Baseline
-from pytest_dlperf.measure import measure
+from pytest_dlperf.child.measure import measure
 from pytest_dlperf.result import LOWER, metric_from
 from pytest_dlperf.scenario import Scenario, ScenarioError
 from pytest_dlperf.judging.verdict import IMPROVEMENT, OK, REGRESSION, compare, failure_message
@@ -162,8 +162,8 @@ import os
 
 import torch
 
-from pytest_dlperf.cores.torch_core import TorchTrainingLoop
-from pytest_dlperf.measure import measure
+from pytest_dlperf.child.cores.torch_core import TorchTrainingLoop
+from pytest_dlperf.child.measure import measure
 from pytest_dlperf.result import TrainingResult
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_dlperf import datasets
-from pytest_dlperf.datasets import DatasetError, ImageSetSpec, ensure_image_set, make_image_folders
-from pytest_dlperf.loaders import accuracy_metrics, check_data, classify, top_k_correct
+from pytest_dlperf.child import datasets
+from pytest_dlperf.child.datasets import DatasetError, ImageSetSpec, ensure_image_set, make_image_folders
+from pytest_dlperf.child.loaders import accuracy_metrics, check_data, classify, top_k_correct
 from pytest_dlperf.scenario import Scenario, ScenarioError
 
 TINY = ImageSetSpec(num_classes=3, train_per_class=4, val_per_class=2, image_size=16)
@@ -114,7 +114,7 @@ def test_check_data_names_the_problem(tiny):
 
 def test_torch_loader_batches(tiny):
     pytest.importorskip("torchvision")
-    from pytest_dlperf.loaders import torch_loader
+    from pytest_dlperf.child.loaders import torch_loader
 
     s = Scenario(framework="torch", model="resnet18", num_classes=3, image_size=8, batch_size=4,
                  data="jpeg", data_dir=str(tiny))

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dlperf import devicelock
-from pytest_dlperf.devicelock import DeviceLockTimeout, device_lock
+from pytest_dlperf.processes import devicelock
+from pytest_dlperf.processes.devicelock import DeviceLockTimeout, device_lock
 
 HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from pytest_dlperf.devicelock import device_lock
+    from pytest_dlperf.processes.devicelock import device_lock
     folder, device, ready = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
     hold, log = float(sys.argv[4]), sys.argv[5]
     with device_lock([device], owner="tests/test_x.py::test_holder", directory=folder):
@@ -115,7 +115,7 @@ def test_two_processes_never_hold_the_same_gpu_at_once(tmp_path: Path) -> None:
 REPEATER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from pytest_dlperf.devicelock import device_lock
+    from pytest_dlperf.processes.devicelock import device_lock
     folder, ready, until = Path(sys.argv[1]), Path(sys.argv[2]), time.monotonic() + float(sys.argv[3])
     while time.monotonic() < until:  # one scenario after another, no pause between them
         with device_lock(["0"], owner="tests/test_x.py::test_many_scenarios", directory=folder):
@@ -184,7 +184,7 @@ def test_nested_use_in_one_process_does_not_deadlock(tmp_path: Path) -> None:
 
 
 def _holders_from_child(folder: Path) -> dict[str, str]:
-    out = subprocess.run([sys.executable, "-c", "import sys; from pytest_dlperf.devicelock import holders; "
+    out = subprocess.run([sys.executable, "-c", "import sys; from pytest_dlperf.processes.devicelock import holders; "
                           "print(repr(holders(__import__('pathlib').Path(sys.argv[1]))))", str(folder)],
                          capture_output=True, text=True, check=True).stdout
     return eval(out)

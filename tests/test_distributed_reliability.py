@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from pytest_dlperf import distributed as dist
-from pytest_dlperf.distributed import rendezvous, supervise
-from pytest_dlperf.distributed.netns import unavailable_reason
+from pytest_dlperf.processes import distributed as dist
+from pytest_dlperf.processes.distributed import rendezvous, supervise
+from pytest_dlperf.processes.distributed.netns import unavailable_reason
 
 CONFIG = dict(model="tiny_cnn", batch_size=4, image_size=8, num_classes=4, lr=0.05, momentum=0.9, seed=0,
               train_samples=64, steps=6, warmup_steps=0, rounds=1, threads=1, kvstore="dist_sync")
@@ -120,7 +120,7 @@ def test_a_job_without_a_result_file_names_the_rank(tmp_path, monkeypatch):
 
 def test_a_job_holds_the_cpu_lock_while_its_ranks_run(tmp_path, monkeypatch):
     """Another run's scenario must not share the cores with a job's ranks: the job takes the CPUs' lock."""
-    from pytest_dlperf import devicelock
+    from pytest_dlperf.processes import devicelock
 
     monkeypatch.setenv(devicelock.ENV_DIR, str(tmp_path / "locks"))
     seen = {}

@@ -16,9 +16,9 @@ import time
 
 import pytest
 
-from pytest_dlperf import distributed as dist
-from pytest_dlperf.distributed import engines
-from pytest_dlperf.distributed.launchers import Host, read_hostfile
+from pytest_dlperf.processes import distributed as dist
+from pytest_dlperf.processes.distributed import engines
+from pytest_dlperf.processes.distributed.launchers import Host, read_hostfile
 
 SSH_REASON = engines.unavailable_reason("ssh")
 MPI_REASON = engines.unavailable_reason("mpi")
@@ -157,7 +157,8 @@ def test_a_terminated_run_removes_its_hosts():
     import signal
     import subprocess
 
-    script = ("import time\nfrom pytest_dlperf.distributed import engines\nwith engines.EngineHosts(2) as e:\n"
+    script = ("import time\nfrom pytest_dlperf.processes.distributed import engines\n"
+              "with engines.EngineHosts(2) as e:\n"
               "    print(e.cluster.token, flush=True)\n    time.sleep(120)\n")
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     token = proc.stdout.readline().strip()
@@ -202,7 +203,7 @@ def test_torchrun_ranks_get_the_rendezvous_not_a_rank(monkeypatch):
 
 
 def test_mpi_ranks_get_the_master_and_take_their_rank_from_open_mpi(monkeypatch):
-    from pytest_dlperf.distributed.launchers import MpiLauncher
+    from pytest_dlperf.processes.distributed.launchers import MpiLauncher
 
     job = dist.Job("torch", 2, CONFIG, launcher=MpiLauncher([Host("10.77.0.1"), Host("10.77.0.2")]), start="mpi")
     envs = dist.rank_environments(job, "m-1", _Ports())
@@ -214,7 +215,7 @@ def test_mpi_ranks_get_the_master_and_take_their_rank_from_open_mpi(monkeypatch)
 
 
 def test_the_rank_reads_open_mpi_s_environment_as_ddp_users_do():
-    torch_ddp = pytest.importorskip("pytest_dlperf.cores.torch_ddp")
+    torch_ddp = pytest.importorskip("pytest_dlperf.child.cores.torch_ddp")
     environ = {"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_RANK": "0"}
     assert torch_ddp.env_from_mpi(environ)
     assert (environ["RANK"], environ["WORLD_SIZE"], environ["LOCAL_RANK"]) == ("1", "2", "0")
@@ -280,7 +281,7 @@ def test_mpirun_s_failure_report_names_the_world_rank(tmp_path):
 
 
 def test_mxnet_under_mpirun_is_one_mpirun_per_role_as_launch_py_does():
-    from pytest_dlperf.distributed.launchers import MpiLauncher
+    from pytest_dlperf.processes.distributed.launchers import MpiLauncher
 
     launcher = MpiLauncher([Host("10.77.0.1"), Host("10.77.0.2")], interface="eth0")
     job = dist.Job("mxnet", 2, dict(CONFIG, kvstore="dist_sync"), launcher=launcher, servers=2, start="mpi")

@@ -6,9 +6,9 @@ import subprocess
 
 import pytest
 
-from pytest_dlperf import fixtures
-from pytest_dlperf.environment import Gpu
-from pytest_dlperf.distributed.netns import unavailable_reason
+from pytest_dlperf.plugin import fixtures
+from pytest_dlperf.child.environment import Gpu
+from pytest_dlperf.processes.distributed.netns import unavailable_reason
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
@@ -38,7 +38,7 @@ def test_gpu_fixture_describes_the_device_and_holds_its_lock_for_the_test(
     monkeypatch.setenv("DLPERF_LOCK_DIR", str(tmp_path / "locks"))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     pytester.makepyfile("""
-        from pytest_dlperf.devicelock import holders
+        from pytest_dlperf.processes.devicelock import holders
 
         def test_on_gpu(gpu, request):
             assert gpu.describe() == "NVIDIA H100 80GB HBM3 (81559 MiB, driver 550.54)"
@@ -49,7 +49,7 @@ def test_gpu_fixture_describes_the_device_and_holds_its_lock_for_the_test(
     """)
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
-    from pytest_dlperf.devicelock import holders
+    from pytest_dlperf.processes.devicelock import holders
 
     assert holders(tmp_path / "locks") == {}, "the lock outlived the test"
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from pytest_dlperf.measure import peak_host_memory_bytes
+from pytest_dlperf.child.measure import peak_host_memory_bytes
 
 STATUS = """Name:\tpython
 VmPeak:\t 9000000 kB
@@ -33,7 +33,7 @@ def test_the_same_allocation_reads_the_same_whatever_the_library_pages():
 
 PROBE = """
 import sys
-from pytest_dlperf.measure import peak_host_memory_bytes
+from pytest_dlperf.child.measure import peak_host_memory_bytes
 before = peak_host_memory_bytes()
 block = bytearray(int(sys.argv[1]) * 2**20)
 for i in range(0, len(block), 4096):

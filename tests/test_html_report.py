@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dlperf.html_report import read_runs, sparkline, unique_tests
+from pytest_dlperf.reports.html_report import read_runs, sparkline, unique_tests
 from test_cli import HW, amp_case, case, metric_props, run, scaling_case, write_report
 
 DATA = Path(__file__).parent / "data"
@@ -103,7 +103,7 @@ def test_runs_are_ordered_by_their_reports_timestamps(tmp_path):
 
 
 def test_a_test_run_by_several_framework_environments_counts_once():
-    from pytest_dlperf.junit import TestRecord
+    from pytest_dlperf.reports.junit import TestRecord
 
     tests = [TestRecord("t.py::a", "skipped"), TestRecord("t.py::a", "passed"), TestRecord("t.py::a", "skipped"),
              TestRecord("t.py::b", "passed"), TestRecord("t.py::b", "failed", "boom")]

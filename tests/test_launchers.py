@@ -10,13 +10,13 @@ import sys
 
 import pytest
 
-from pytest_dlperf.distributed import launchers
-from pytest_dlperf.distributed.launchers import Host, HostfileError, read_hostfile, validate_host
+from pytest_dlperf.processes.distributed import launchers
+from pytest_dlperf.processes.distributed.launchers import Host, HostfileError, read_hostfile, validate_host
 
 TF_CONFIG = json.dumps({"cluster": {"worker": ["10.0.0.1:2222", "10.0.0.2:2222"]},
                         "task": {"type": "worker", "index": 1}})
 ENV = {"RANK": "1", "TF_CONFIG": TF_CONFIG, "DLPERF_JOB": "j-1", "HOME": "/root", "SECRET_TOKEN": "x"}
-COMMAND = [sys.executable, "-m", "pytest_dlperf.cores.torch_ddp", "/tmp/a b/config.json", "/tmp/r'1.json"]
+COMMAND = [sys.executable, "-m", "pytest_dlperf.child.cores.torch_ddp", "/tmp/a b/config.json", "/tmp/r'1.json"]
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -205,14 +205,14 @@ def test_a_hostfile_names_each_host_s_interpreter(tmp_path):
 
 def test_torchrun_is_one_agent_per_host_meeting_at_a_c10d_rendezvous_by_ip():
     command = launchers.torchrun_command("/opt/venv/bin/python",
-                                         ["pytest_dlperf.cores.torch_ddp", "-", "/r/w{index}.json"],
+                                         ["pytest_dlperf.child.cores.torch_ddp", "-", "/r/w{index}.json"],
                                          nnodes=2, nproc=1, address="10.77.0.1", port=29411, job_id="j-1",
                                          is_host=False, local_address="10.77.0.2", log_dir="/tmp/dlperf-ranks/j-1/t1")
     assert command[:3] == ["/opt/venv/bin/python", "-m", "torch.distributed.run"]
     assert {"--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d", "--rdzv-endpoint=10.77.0.1:29411",
             "--rdzv-id=j-1", "--rdzv-conf=is_host=0", "--local-addr=10.77.0.2", "--max-restarts=0", "--tee=3",
             "--log-dir=/tmp/dlperf-ranks/j-1/t1"} <= set(command)
-    assert command[-4:] == ["-m", "pytest_dlperf.cores.torch_ddp", "-", "/r/w{index}.json"]
+    assert command[-4:] == ["-m", "pytest_dlperf.child.cores.torch_ddp", "-", "/r/w{index}.json"]
     tag = launchers.TORCHRUN_TAG.replace("${local_rank}", "3")  # what torchrun prints before a line of local rank 3
     assert re.match(launchers.TORCHRUN_TAG_PATTERN, tag + "[dlperf] step 1").group(1) == "3"
     six = launchers.torchrun_command("p", ["m"], nnodes=1, nproc=2, address="fe80::1", port=1, job_id="j",

@@ -37,7 +37,7 @@ def test_paired_children_die_when_pytest_is_killed(tmp_path: Path) -> None:
     script = tmp_path / "driver.py"
     script.write_text(textwrap.dedent(f"""
         from pathlib import Path
-        from pytest_dlperf.paired import Variant, run_paired
+        from pytest_dlperf.processes.paired import Variant, run_paired
         from pytest_dlperf.scenario import Scenario
 
         def variant(label):

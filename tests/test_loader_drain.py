@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_dlperf import loaders
+from pytest_dlperf.child import loaders
 from pytest_dlperf.scenario import Scenario
 
 PRODUCE_SECONDS = 0.02

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from pytest_dlperf.cores import mxnet_core
+from pytest_dlperf.child.cores import mxnet_core
 from pytest_dlperf.scenario import Scenario, ScenarioError
 
 

@@ -11,9 +11,10 @@ import subprocess
 
 import pytest
 
-from pytest_dlperf import environment, markers
-from pytest_dlperf.cores import mxnet_core
-from pytest_dlperf.environment import Gpu, GpuCapability
+from pytest_dlperf.child import environment
+from pytest_dlperf.plugin import markers
+from pytest_dlperf.child.cores import mxnet_core
+from pytest_dlperf.child.environment import Gpu, GpuCapability
 from pytest_dlperf.scenario import Scenario, ScenarioError
 
 find_spec = importlib.util.find_spec

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from pytest_dlperf.distributed import netns
-from pytest_dlperf.distributed.netns import NetnsCluster, NetnsError
+from pytest_dlperf.processes.distributed import netns
+from pytest_dlperf.processes.distributed.netns import NetnsCluster, NetnsError
 
 REASON = netns.unavailable_reason()
 needs_netns = pytest.mark.skipif(REASON is not None, reason=REASON or "")

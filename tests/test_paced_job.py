@@ -1,4 +1,5 @@
-"""Paced distributed jobs (pytest_dlperf.distributed.paced_job): a 1-worker and a 2-worker job alternate rounds.
+"""Paced distributed jobs (pytest_dlperf.processes.distributed.paced_job): a 1-worker and a 2-worker job
+alternate rounds.
 
 The protocol is tested in-process (:class:`RankPacer` against a fake stdin and barrier); the
 jobs are real (tiny_cnn over gloo, a few steps) and so are their failures: a rank that
@@ -17,10 +18,10 @@ from collections import Counter
 
 import pytest
 
-from pytest_dlperf import distributed as dist
-from pytest_dlperf.measure import ROUND_PREFIX
-from pytest_dlperf.distributed.paced_job import paced_problem, run_paired_jobs
-from pytest_dlperf.distributed.rank import PACED, RankPacer, rank_pacer
+from pytest_dlperf.processes import distributed as dist
+from pytest_dlperf.child.measure import ROUND_PREFIX
+from pytest_dlperf.processes.distributed.paced_job import paced_problem, run_paired_jobs
+from pytest_dlperf.child.rank import PACED, RankPacer, rank_pacer
 
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (tox -e perf-torch)")
 
@@ -106,8 +107,8 @@ def test_one_and_two_workers_alternate_rounds_and_give_a_paired_ratio(tmp_path):
 
 
 CRASHING_TEST = """
-from pytest_dlperf import distributed as dist
-from pytest_dlperf.distributed.paced_job import run_paired_jobs
+from pytest_dlperf.processes import distributed as dist
+from pytest_dlperf.processes.distributed.paced_job import run_paired_jobs
 import pytest, json, os
 
 CONFIG = json.loads({config!r})

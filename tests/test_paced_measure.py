@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_dlperf.measure import measure, rewarm_steps
+from pytest_dlperf.child.measure import measure, rewarm_steps
 from pytest_dlperf.scenario import Scenario
 
 

@@ -1,4 +1,4 @@
-"""The paired runner (pytest_dlperf.paired): order, ratios, failures, no process left behind.
+"""The paired runner (pytest_dlperf.processes.paired): order, ratios, failures, no process left behind.
 
 The children speak the real protocol (the worker's ``--paced`` mode, ``measure``'s pacer,
 the result file) around a loop that sleeps (tests/fake_paced_worker.py), so these tests
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dlperf.paired import Variant, build_order, pairs_for, run_paired, schedule, williams_rows
-from pytest_dlperf.runner import ScenarioFailed
+from pytest_dlperf.processes.paired import Variant, build_order, pairs_for, run_paired, schedule, williams_rows
+from pytest_dlperf.processes.runner import ScenarioFailed
 from pytest_dlperf.scenario import Scenario, ScenarioError
 
 TESTS = str(Path(__file__).resolve().parent)
@@ -165,11 +165,11 @@ def test_a_failing_child_fails_the_group_with_its_output_and_ends_every_child(
 def test_a_child_can_import_this_package_and_nothing_else_of_this_environment() -> None:
     """A/B mode: the reference interpreter must find pytest_dlperf but not this environment's torch.
     (Putting the package's parent folder on PYTHONPATH put a whole site-packages there.)"""
-    from pytest_dlperf.runner import child_environment
+    from pytest_dlperf.processes.runner import child_environment
 
     first = Path(child_environment(variant("x").scenario)["PYTHONPATH"].split(os.pathsep)[0])
     assert [p.name for p in first.iterdir()] == ["pytest_dlperf"]
-    assert (first / "pytest_dlperf" / "worker.py").is_file()
+    assert (first / "pytest_dlperf" / "child" / "worker.py").is_file()
 
 
 def test_build_one_at_a_time_starts_each_child_after_the_previous_one_warmed_up(
@@ -177,7 +177,7 @@ def test_build_one_at_a_time_starts_each_child_after_the_previous_one_warmed_up(
     """Compiled scenarios time their warm-up (the compile): no other child may be building meanwhile."""
     import subprocess
 
-    from pytest_dlperf import paired as paired_module
+    from pytest_dlperf.processes import paired as paired_module
 
     events: list[str] = []
     real_popen, real_ready = subprocess.Popen, paired_module._PacedChild.ready
@@ -207,7 +207,7 @@ def test_build_one_at_a_time_starts_each_child_after_the_previous_one_warmed_up(
 
 
 def test_build_width_is_two_for_tensorflow_one_for_compiled_scenarios_and_the_others_all_on_gpu() -> None:
-    from pytest_dlperf.paired import build_width
+    from pytest_dlperf.processes.paired import build_width
 
     def s(framework: str, **fields: object) -> Scenario:
         return Scenario(framework=framework, model="resnet50", **fields)  # type: ignore[arg-type]
@@ -240,7 +240,7 @@ def test_every_variants_child_gets_an_argv_of_the_same_length(tmp_path: Path, mo
 
 def test_the_generations_option_reaches_a_tests_paired_group(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_group=f"""
-from pytest_dlperf.paired import Variant
+from pytest_dlperf.processes.paired import Variant
 from pytest_dlperf.scenario import Scenario
 
 def fake(label):

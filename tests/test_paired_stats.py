@@ -14,17 +14,8 @@ from pathlib import Path
 import pytest
 
 from pytest_dlperf.judging import stats as stats_module
-from pytest_dlperf.judging.stats import (
-    FASTER,
-    INCONCLUSIVE,
-    SAME,
-    SLOWER,
-    PairedRatio,
-    _signed_rank_counts,
-    _signed_rank_k,
-    decide,
-    paired_ratio,
-)
+from pytest_dlperf.judging.stats import (FASTER, INCONCLUSIVE, SAME, SLOWER, PairedRatio, _signed_rank_counts,
+                                         _signed_rank_k, decide, paired_ratio)
 
 
 def naive_walsh(d):

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dlperf.environment import hardware_key
-from pytest_dlperf.junit import read_reports
+from pytest_dlperf.child.environment import hardware_key
+from pytest_dlperf.reports.junit import read_reports
 
 HW = hardware_key("cpu")
 
@@ -117,7 +117,7 @@ def test_environment_variable_sits_between_command_line_and_ini(pytester: pytest
 
 
 def test_default_profile_follows_the_hardware(pytester: pytest.Pytester) -> None:
-    from pytest_dlperf.environment import gpus
+    from pytest_dlperf.child.environment import gpus
 
     pytester.makepyfile("def test_x(): pass")
     result = run(pytester)
@@ -433,7 +433,7 @@ def test_cpu_scenario_waits_for_another_run_on_the_same_cpus(pytester: pytest.Py
     holder = subprocess.Popen([sys.executable, "-c",
                                "import sys, time\n"
                                "from pathlib import Path\n"
-                               "from pytest_dlperf.devicelock import device_lock\n"
+                               "from pytest_dlperf.processes.devicelock import device_lock\n"
                                "with device_lock(['cpu'], owner='other::run', directory=Path(sys.argv[1])):\n"
                                "    print('held', flush=True)\n"
                                "    time.sleep(60)\n", str(locks)], stdout=subprocess.PIPE, text=True)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dlperf.environment import hardware_key
-from pytest_dlperf.junit import read_reports
+from pytest_dlperf.child.environment import hardware_key
+from pytest_dlperf.reports.junit import read_reports
 from pytest_dlperf.units import show
 
 import test_plugin  # tests/ is on sys.path (pytest's rootdir-relative imports): its training scenario
@@ -33,7 +33,7 @@ def test_fails():
 FIGURES_TEST = """
 import os
 import pytest
-from pytest_dlperf.environment import hardware_key
+from pytest_dlperf.child.environment import hardware_key
 from pytest_dlperf.result import LOWER, TrainingResult, metric_from
 
 SCALE = float(os.environ.get("RATE_SCALE", "1"))
@@ -156,7 +156,7 @@ def _report(path: Path, cases: str) -> Path:
 
 
 def test_summary_counts_a_test_once_over_framework_environments_in_units_people_read(tmp_path: Path) -> None:
-    from pytest_dlperf.cli import summary_markdown
+    from pytest_dlperf.reports.cli import summary_markdown
 
     memory = ('<properties><property name="dlperf.fp32.peak_host_memory" value="1.209e+09" />'
               '<property name="dlperf.fp32.peak_host_memory.unit" value="bytes" />'
@@ -179,7 +179,7 @@ def test_summary_counts_a_test_once_over_framework_environments_in_units_people_
 
 
 def test_suite_figures_attach_to_their_test_case_and_a_prefix_is_allowed(tmp_path: Path) -> None:
-    from pytest_dlperf.junit import suite_property_name, test_address
+    from pytest_dlperf.reports.junit import suite_property_name, test_address
 
     assert test_address("perf_tests/test_x.py::TestA::test_b[p.1::x]") == ("perf_tests.test_x.TestA", "test_b[p.1::x]")
     nodeid = "perf_tests/test_x.py::test_a[resnet18]"

@@ -9,8 +9,8 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
-from pytest_dlperf.cores import tf_core  # noqa: E402
-from pytest_dlperf.runner import ScenarioFailed, run_scenario  # noqa: E402
+from pytest_dlperf.child.cores import tf_core  # noqa: E402
+from pytest_dlperf.processes.runner import ScenarioFailed, run_scenario  # noqa: E402
 from pytest_dlperf.scenario import Scenario, ScenarioError  # noqa: E402
 
 #: torchvision.models.resnet18(num_classes=1000): sum(p.numel() for p in model.parameters()).

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_dlperf import environment, tuning
+from pytest_dlperf.child import environment
+from pytest_dlperf.judging import tuning
 from pytest_dlperf.scenario import Scenario
 from pytest_dlperf.judging.stats import paired_ratio
 
@@ -123,7 +124,7 @@ def test_loaded_openmp_runtime_is_the_library_mapped_into_the_process():
     name = ctypes.util.find_library("gomp")
     if name is None:
         pytest.skip("libgomp is not installed (apt-get install libgomp1)")
-    code = ("import ctypes, sys; {load}from pytest_dlperf import environment; "
+    code = ("import ctypes, sys; {load}from pytest_dlperf.child import environment; "
             "print(environment.loaded_openmp_runtime())")
 
     def run(load):
@@ -143,7 +144,7 @@ def test_a_child_reports_the_memory_policy_the_kernel_applied():
     reason = tuning.numactl_unavailable()
     if reason:
         pytest.skip(reason)
-    code = ("import json; from pytest_dlperf.environment import memory_policy, allowed_memory_nodes; "
+    code = ("import json; from pytest_dlperf.child.environment import memory_policy, allowed_memory_nodes; "
             "print(json.dumps([memory_policy(), allowed_memory_nodes()]))")
     plain, _ = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                          check=True).stdout)

@@ -8,10 +8,9 @@ import random
 import pytest
 
 from pytest_dlperf.judging.baselines import Baseline
-from pytest_dlperf.judging.gates import (FAMILY_ALPHA, Pool, family_alpha, floor_for, log_spread, pools,
-                                         resolve, t_quantile)
-from pytest_dlperf.judging.verdict import (IMPROVEMENT, INCONCLUSIVE, MISSING, OK, REGRESSION, compare,
-                                           failure_message)
+from pytest_dlperf.judging.gates import (FAMILY_ALPHA, Pool, family_alpha, floor_for, log_spread, pools, resolve,
+                                         t_quantile)
+from pytest_dlperf.judging.verdict import IMPROVEMENT, INCONCLUSIVE, MISSING, OK, REGRESSION, compare, failure_message
 from pytest_dlperf.result import HIGHER, LOWER, metric_from
 
 #: Five recorded runs that vary about 1% run to run.

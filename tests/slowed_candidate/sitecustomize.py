@@ -1,6 +1,6 @@
 """Makes every training step of a torch worker slower by real work, for the A/B self-test.
 
-On ``PYTHONPATH`` with ``DLPERF_SELFTEST_SLOWDOWN=<fraction>`` set, a ``pytest_dlperf.worker``
+On ``PYTHONPATH`` with ``DLPERF_SELFTEST_SLOWDOWN=<fraction>`` set, a ``pytest_dlperf.child.worker``
 process busy-waits after each step for that fraction of the step's own duration: a slowdown
 that is a fixed share of every step, whatever the machine's drift (the same injection as
 bench/slowed_worker.py). Any other process started with this folder on its path is untouched.
@@ -12,8 +12,8 @@ import time
 
 _SLOWDOWN = float(os.environ.get("DLPERF_SELFTEST_SLOWDOWN", "0") or 0)
 
-if _SLOWDOWN > 0 and "pytest_dlperf.worker" in sys.orig_argv:
-    from pytest_dlperf.cores import torch_core
+if _SLOWDOWN > 0 and "pytest_dlperf.child.worker" in sys.orig_argv:
+    from pytest_dlperf.child.cores import torch_core
 
     _step = torch_core.TorchTrainingLoop.step
 

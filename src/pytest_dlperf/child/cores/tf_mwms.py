@@ -1,0 +1,168 @@
+"""One worker of a TensorFlow MultiWorkerMirroredStrategy job:
+``python -m pytest_dlperf.child.cores.tf_mwms CONFIG RESULT``.
+
+The parent gives each worker a ``TF_CONFIG`` (the cluster's worker addresses and this
+task's index). The training loop is the custom loop of TensorFlow's "Custom training
+loop with Keras and MultiWorkerMirroredStrategy" tutorial: variables created under
+``strategy.scope()`` (initial values broadcast from worker 0), ``strategy.run`` of a
+step whose loss is ``tf.nn.compute_average_loss(..., global_batch_size=W*b)``, and
+the Keras optimizer all-reducing (summing) the gradients across workers, which makes
+the update the mean over the global batch. ``keras.Model.fit`` is not used: under
+MWMS on CPU it did not run here. With one worker the default strategy is used: the
+single-process reference.
+
+Models: ``tiny_cnn`` (no BatchNorm) for the equivalence check; ``convnet_bn`` (four
+conv-BN-ReLU layers, three 2x2 pools so it sees the whole 32 px image, a small real CNN; Keras has no
+ResNet-18 and ResNet-50 is too slow for a 2-core CI) for scaling and accuracy; its BatchNorm momentum
+is 0.9, as in PyTorch and Gluon (Keras's 0.99 leaves the moving statistics near their initial values after the few dozen
+steps of a CI run, so evaluation would measure that lag, not the training). Data are NHWC, TensorFlow's CPU layout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any, Sequence
+
+import numpy as np
+import tensorflow as tf
+import keras
+
+from pytest_dlperf.child import rank as dist_util  # the rank side only: never the parent's orchestration
+
+
+def tiny_cnn(num_classes: int, size: int) -> keras.Model:
+    return keras.Sequential([
+        keras.Input((size, size, 3)),
+        keras.layers.Conv2D(8, 3, padding="same", activation="relu"), keras.layers.MaxPooling2D(2),
+        keras.layers.Conv2D(16, 3, padding="same", activation="relu"), keras.layers.MaxPooling2D(2),
+        keras.layers.Flatten(),
+        keras.layers.Dense(num_classes),
+    ])
+
+
+def convnet_bn(num_classes: int, size: int) -> keras.Model:
+    layers: list[Any] = [keras.Input((size, size, 3))]
+    for filters, pool in ((32, True), (64, True), (64, True), (64, False)):
+        layers += [keras.layers.Conv2D(filters, 3, padding="same", use_bias=False),
+                   keras.layers.BatchNormalization(momentum=0.9), keras.layers.ReLU()]
+        if pool:
+            layers.append(keras.layers.MaxPooling2D(2))
+    layers += [keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(num_classes)]
+    return keras.Sequential(layers)
+
+
+MODELS = {"tiny_cnn": tiny_cnn, "convnet_bn": convnet_bn}
+
+
+def task_index() -> int:
+    config = json.loads(os.environ.get("TF_CONFIG", "{}"))
+    return int(config.get("task", {}).get("index", 0))
+
+
+def workers_in_cluster() -> int:
+    config = json.loads(os.environ.get("TF_CONFIG", "{}"))
+    return len(config.get("cluster", {}).get("worker", [])) or 1
+
+
+class MWMSLoop:
+    """The TrainingLoop ``measure`` times: one ``strategy.run`` step on this worker's shard."""
+
+    def __init__(self, strategy: tf.distribute.Strategy, model: keras.Model, config: dict[str, Any], rank: int,
+                 world: int):
+        self.strategy, self.model, self.config, self.rank, self.world = strategy, model, config, rank, world
+        self.batch = int(config["batch_size"])
+        self.samples_per_step = self.batch
+        self.synchronous = True
+        images, labels = dist_util.dataset(int(config["train_samples"]), int(config["image_size"]),
+                                           int(config["num_classes"]), int(config["seed"]),
+                                           float(config.get("noise", 0.5)))
+        self.images, self.labels = np.ascontiguousarray(images.transpose(0, 2, 3, 1)), labels
+        with strategy.scope():
+            self.optimizer = keras.optimizers.SGD(learning_rate=float(config["lr"]),
+                                                  momentum=float(config["momentum"]))
+        global_batch = self.batch * world
+
+        def step_fn(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+            with tf.GradientTape() as tape:
+                logits = model(x, training=True)
+                per_example = keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
+                loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
+            grads = tape.gradient(loss, model.trainable_variables)
+            self.optimizer.apply_gradients(zip(grads, model.trainable_variables))  # all-reduces under MWMS
+            return loss
+
+        @tf.function
+        def train_step(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+            per_replica = strategy.run(step_fn, args=(x, y))
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+        self._train_step = train_step
+        self._last: tf.Tensor | None = None
+        self.steps = 0
+
+    def step(self) -> tf.Tensor:
+        dist_util.maybe_fault(self.config, self.rank, self.steps)
+        dist_util.heartbeat(self.steps + 1)  # entering this step, before its collective
+        x, y = dist_util.shard(self.images, self.labels, self.steps, self.rank, self.world, self.batch)
+        self._last = self._train_step(tf.constant(x), tf.constant(y))
+        self.steps += 1
+        return self._last
+
+    def sync(self) -> None:
+        if self._last is not None:
+            self._last.numpy()
+
+    def losses_to_floats(self, handles: Sequence[tf.Tensor]) -> list[float]:
+        return [float(h.numpy()) for h in handles]
+
+
+def evaluate(model: keras.Model, config: dict[str, Any]) -> dict[str, float]:
+    images, labels = dist_util.dataset(int(config.get("val_samples", 256)), int(config["image_size"]),
+                                       int(config["num_classes"]), int(config["seed"]),
+                                       float(config.get("noise", 0.5)), split="val")
+    logits = model(images.transpose(0, 2, 3, 1), training=False)
+    return dist_util.topk_accuracy(np.asarray(logits), labels)
+
+
+def main(argv: list[str]) -> int:
+    from pytest_dlperf.child.measure import measure
+
+    config, result_path = dist_util.load_rank(argv)
+    threads = int(config.get("threads", 1))
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    world, rank = workers_in_cluster(), task_index()
+    strategy = tf.distribute.MultiWorkerMirroredStrategy() if world > 1 else tf.distribute.get_strategy()
+    total = dist_util.total_steps_of(config, world)
+    scenario = dist_util.scenario_of(config, total, "tensorflow")
+    keras.utils.set_random_seed(scenario.seed)
+    size, classes = int(config["image_size"]), int(config["num_classes"])
+    with strategy.scope():
+        model = MODELS[config["model"]](classes, size)
+    loop = MWMSLoop(strategy, model, config, rank, world)
+    start = time.perf_counter()
+    metrics, losses, details = measure(loop, scenario, lambda text: print(f"[dlperf] {text}", flush=True))
+    train_seconds = time.perf_counter() - start
+    accuracy = evaluate(model, config)  # every worker: reading BN statistics is a collective under MWMS
+    arrays = {f"p{i:03d}": np.asarray(w) for i, w in enumerate(model.get_weights())}
+    params_path = result_path.with_suffix(".params.npz")
+    np.savez(params_path, **arrays)  # type: ignore[arg-type]  # numpy's stub types the keywords as allow_pickle
+    payload = {
+        "rank": rank, "world": world,
+        # what the strategy is, not what was asked for (its class is CollectiveAllReduceStrategy)
+        "strategy": ("MultiWorkerMirroredStrategy" if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+                     else type(strategy).__name__),
+        "throughput": list(metrics["throughput"].samples), "losses": losses, "steps": loop.steps,
+        "train_seconds": train_seconds, "params": str(params_path), "details": details,
+        "accuracy": accuracy if rank == 0 else None,
+        "framework_version": tf.__version__,
+    }
+    dist_util.write_rank_result(result_path, payload)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,307 @@
+"""The machine a figure was measured on, and the key its baselines are filed under.
+
+Nothing here imports a deep-learning framework: the plugin asks how many GPUs there
+are before any child starts, and the MXNet environment has no torch to ask.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from pytest_dlperf.scenario import INSTALL_HINTS
+
+#: Environment variables that change how training runs; recorded with every figure.
+RECORDED_ENV_PREFIXES = ("OMP_", "KMP_", "MKL_", "DNNL_", "ONEDNN_", "ATEN_", "TF_", "MXNET_", "CUDA_", "NCCL_",
+                         "DMLC_")
+#: Variables that cap the vector instruction set of the frameworks' CPU kernels: oneDNN's (torch,
+#: TensorFlow; MXNet's older oneDNN reads the DNNL_ name) and ATen's own. A capped run stands for
+#: another CPU class (e.g. an AVX-512 Xeon without native bf16), so its figures get their own key.
+ISA_CAP_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY")
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str
+    driver: str
+    memory_mib: int
+
+
+def _visible(indexes: list[int]) -> list[int]:
+    raw = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if raw is None:
+        return indexes
+    raw = raw.strip()
+    if raw in ("", "-1", "none", "NoDevFiles"):
+        return []
+    wanted = []
+    for part in raw.split(","):
+        part = part.strip()
+        if part.isdigit() and int(part) in indexes:
+            wanted.append(int(part))
+        elif not part.isdigit():  # UUIDs: count them, trust the driver
+            wanted.append(len(wanted))
+    return wanted
+
+
+@functools.lru_cache(maxsize=1)
+def _all_gpus() -> tuple[Gpu, ...]:
+    if shutil.which("nvidia-smi") is None:
+        return ()
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index,name,driver_version,memory.total", "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=30, check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    gpus = {}
+    for line in out.strip().splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 4 and parts[0].isdigit():
+            memory = int(float(parts[3])) if parts[3].replace(".", "").isdigit() else 0
+            gpus[int(parts[0])] = Gpu(parts[1], parts[2], memory)
+    return tuple(gpus[i] for i in _visible(sorted(gpus)) if i in gpus)
+
+
+def gpus() -> tuple[Gpu, ...]:
+    """The CUDA devices this process may use (honours CUDA_VISIBLE_DEVICES)."""
+    return _all_gpus()
+
+
+@dataclass(frozen=True)
+class GpuCapability:
+    """A GPU's name and CUDA compute capability (an H100 is 9.0, i.e. ``sm_90``)."""
+
+    name: str
+    major: int
+    minor: int
+
+    @property
+    def sm(self) -> str:
+        return f"sm_{self.major}{self.minor}"
+
+
+def _capabilities_from_nvidia_smi() -> tuple[GpuCapability, ...] | None:
+    """nvidia-smi's ``compute_cap`` field (drivers from 510 on); None when it cannot say."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:  # a separate query: an older driver refuses the field, and gpus() must not lose its list for that
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index,name,compute_cap", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = {}
+    for line in out.strip().splitlines():
+        index, _, rest = line.partition(",")
+        name, _, cap = rest.rpartition(",")
+        major, dot, minor = cap.strip().partition(".")
+        if not (index.strip().isdigit() and dot and major.isdigit() and minor.isdigit()):
+            return None
+        found[int(index)] = GpuCapability(name.strip(), int(major), int(minor))
+    return tuple(found[i] for i in _visible(sorted(found)) if i in found)
+
+
+#: Asks torch in a child process, so that this one never creates a CUDA context.
+_TORCH_QUERY = ("import json, torch; c = torch.cuda; print(json.dumps("
+                "[[c.get_device_name(i), *c.get_device_capability(i)] for i in range(c.device_count())]))")
+
+
+def _capabilities_from_torch() -> tuple[GpuCapability, ...] | None:
+    if importlib.util.find_spec("torch") is None:
+        return None
+    try:
+        out = subprocess.run([sys.executable, "-c", _TORCH_QUERY], capture_output=True, text=True, timeout=120,
+                             check=True).stdout
+        return tuple(GpuCapability(str(name), int(major), int(minor)) for name, major, minor in json.loads(out))
+    except (OSError, subprocess.SubprocessError, ValueError, TypeError):
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_capabilities() -> tuple[GpuCapability, ...] | None:
+    """Name and compute capability of each GPU this process may use, read without launching a kernel:
+    nvidia-smi, else torch (in a child process); None when neither can tell."""
+    found = _capabilities_from_nvidia_smi()
+    return found if found is not None else _capabilities_from_torch()
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def physical_cores() -> int:
+    """Distinct (package, core) pairs among the usable CPUs; falls back to logical count."""
+    cores = set()
+    try:
+        for cpu in os.sched_getaffinity(0):
+            base = f"/sys/devices/system/cpu/cpu{cpu}/topology"
+            with open(f"{base}/physical_package_id") as a, open(f"{base}/core_id") as b:
+                cores.add((a.read().strip(), b.read().strip()))
+    except (OSError, AttributeError):
+        return usable_cpus()
+    return len(cores) or usable_cpus()
+
+
+def numa_nodes() -> int:
+    try:
+        return len([d for d in os.listdir("/sys/devices/system/node") if re.fullmatch(r"node\d+", d)]) or 1
+    except OSError:
+        return 1
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def hardware_key(device: str) -> str:
+    """The baseline file a figure measured on ``device`` belongs to.
+
+    Hardware only, on purpose: software versions are recorded with every entry and
+    shown when they differ, so a framework or driver upgrade is compared against the
+    figures from before it, which is the regression this tool exists to catch.
+    """
+    if device == "cuda":
+        found = gpus()
+        if found:
+            return f"gpu-{slug(found[0].name)}-x{len(found)}"
+        return "gpu-unknown"
+    model = re.sub(r"\((r|tm)\)|cpu|@.*$", "", cpu_model().lower())
+    cap = isa_cap()
+    return f"cpu-{slug(model)}-{usable_cpus()}cpu" + (f"-isa-{slug(cap)}" if cap else "")
+
+
+def isa_cap(environ: Any = None) -> str:
+    """The vector-ISA cap in force (``ISA_CAP_VARIABLES``), e.g. ``avx512_core``; empty when none is set."""
+    environ = os.environ if environ is None else environ
+    values = dict.fromkeys(environ[name].strip().lower() for name in ISA_CAP_VARIABLES if environ.get(name, "").strip())
+    return "-".join(values)
+
+
+#: ``get_mempolicy(2)`` modes (linux/mempolicy.h) and the syscall's number per architecture.
+MEMPOLICY_MODES = {0: "default", 1: "preferred", 2: "bind", 3: "interleave", 4: "local", 5: "preferred_many",
+                   6: "weighted_interleave"}
+_GET_MEMPOLICY = {"x86_64": 239, "aarch64": 236, "ppc64le": 260}
+
+
+def memory_policy() -> dict[str, Any] | None:
+    """The NUMA memory policy the kernel applies to this process (what ``numactl --interleave=all``
+    sets): ``{"mode": "interleave", "nodes": [0, 1]}``, asked of the kernel with ``get_mempolicy``;
+    None where it cannot be asked (not Linux, an unknown architecture, a kernel without NUMA)."""
+    number = _GET_MEMPOLICY.get(platform.machine())
+    if number is None or not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    mode = ctypes.c_int(-1)
+    words = 16  # 1024 nodes
+    mask = (ctypes.c_ulong * words)()
+    bits = ctypes.sizeof(ctypes.c_ulong) * 8
+    if libc.syscall(number, ctypes.byref(mode), mask, ctypes.c_ulong(words * bits), ctypes.c_ulong(0),
+                    ctypes.c_ulong(0)) != 0:
+        return None
+    nodes = [w * bits + b for w in range(words) for b in range(bits) if mask[w] >> b & 1]
+    return {"mode": MEMPOLICY_MODES.get(mode.value & 0xFF, str(mode.value)), "nodes": nodes}
+
+
+def allowed_memory_nodes() -> list[int] | None:
+    """The NUMA nodes this process may allocate on (``Mems_allowed_list`` of /proc/self/status)."""
+    try:
+        with open("/proc/self/status", encoding="utf-8") as fh:
+            line = next((entry for entry in fh if entry.startswith("Mems_allowed_list:")), None)
+    except OSError:
+        return None
+    if line is None:
+        return None
+    nodes: list[int] = []
+    for part in line.split(":", 1)[1].strip().split(","):
+        low, _, high = part.partition("-")
+        if low.strip():
+            nodes.extend(range(int(low), int(high or low) + 1))
+    return nodes
+
+
+def host_record() -> dict[str, Any]:
+    """Hardware, OS and settings of this process, without any framework."""
+    record: dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_model": cpu_model(),
+        "usable_cpus": usable_cpus(),
+        "physical_cores": physical_cores(),
+        "numa_nodes": numa_nodes(),
+        "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(RECORDED_ENV_PREFIXES)},
+        "memory_policy": memory_policy(),
+        "memory_nodes_allowed": allowed_memory_nodes(),
+    }
+    found = gpus()
+    if found:
+        record["gpus"] = [g.name for g in found]
+        record["gpu_driver"] = found[0].driver
+        record["gpu_memory_mib"] = found[0].memory_mib
+    return record
+
+
+# --- the OpenMP runtime: which one a framework ships, which one a process loaded --------------
+
+#: Library file prefixes of the OpenMP runtimes a framework wheel may ship or load.
+OPENMP_LIBRARIES = {"intel": "libiomp5", "llvm": "libomp", "gnu": "libgomp"}
+
+
+def _runtime_in(names: Sequence[str]) -> str | None:
+    for runtime, prefix in OPENMP_LIBRARIES.items():
+        if any(Path(n).name.startswith(prefix) for n in names):
+            return runtime
+    return None
+
+
+def openmp_runtime_of(framework: str) -> str:
+    """The OpenMP runtime a framework's installed package ships ("intel", "llvm", "gnu", "unknown").
+
+    Looks at the package's files (and the ``<package>.libs`` folder auditwheel
+    makes) without importing it, so the parent can choose settings before the child starts.
+    """
+    module = INSTALL_HINTS[framework][0]
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        return "unknown"
+    package = Path(next(iter(spec.submodule_search_locations)))
+    folders = [package, package / "lib", package.parent / f"{module}.libs"]
+    names = [p.name for folder in folders if folder.is_dir() for p in folder.iterdir()]
+    return _runtime_in(names) or "unknown"
+
+
+def loaded_openmp_runtime() -> str:
+    """The OpenMP runtime mapped into this process right now (Linux), for the result's record."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as fh:
+            names = [line.split()[-1] for line in fh if ".so" in line]
+    except OSError:
+        return "unknown"
+    return _runtime_in(names) or "none loaded"

@@ -1,0 +1,155 @@
+"""pytest hooks of pytest-dlperf: thin, the work is in the modules they call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from pytest_dlperf.plugin import benchmark, fixtures, markers, report, settings
+from pytest_dlperf.reports import junit
+from pytest_dlperf.plugin.session import DlperfRun, DlperfSession
+from pytest_dlperf.judging.verdict import IMPROVEMENT
+
+SESSION_KEY = pytest.StashKey[DlperfSession]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    settings.add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    markers.register(config)
+    state = config.stash[SESSION_KEY] = DlperfSession(config, settings.Settings.from_config(config))
+    if benchmark.wanted(config):
+        state.benchmarks = benchmark.BenchmarkExport(config)
+        config.pluginmanager.register(state.benchmarks, benchmark.PLUGIN_NAME)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[SESSION_KEY].start()
+    xml = _junit_writer(session.config)
+    if xml is not None:
+        session.config.pluginmanager.register(SuiteFigures(xml), "dlperf-junit")
+
+
+def _junit_writer(config: pytest.Config) -> object | None:
+    """pytest's JUnit writer (``--junitxml``; on the xdist controller, not its workers), if any."""
+    try:
+        from _pytest.junitxml import xml_key
+    except ImportError:  # a pytest without it: the figures stay in each <testcase>
+        return None
+    return config.stash.get(xml_key, None)
+
+
+class SuiteFigures:
+    """Moves a test's ``dlperf.*`` user properties to the JUnit ``<testsuite>``'s properties, named
+    after the test (:func:`junit.suite_property_name`), before pytest's writer sees the report: a
+    ``<testcase>`` with ``<properties>`` is invalid against junit-10.xsd (Jenkins xUnit)."""
+
+    def __init__(self, xml: object):
+        self._xml = xml
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        figures = [(n, v) for n, v in report.user_properties if junit.is_figure(n)]
+        if not figures:
+            return
+        report.user_properties = [(n, v) for n, v in report.user_properties if not junit.is_figure(n)]
+        if report.when == "teardown":  # it carries every property the test recorded
+            for name, value in dict.fromkeys(figures):
+                self._xml.add_global_property(junit.suite_property_name(report.nodeid, name), value)  # type: ignore[attr-defined]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    state = config.stash[SESSION_KEY]
+    state.collected = [item.nodeid for item in items]
+    state.count_family()
+    state.filtered = bool(config.option.keyword or config.option.markexpr or config.getoption("deselect")
+                          or any(not Path(arg.split("::")[0]).is_dir() for arg in config.args))
+    for item in items:
+        for reason in markers.validate(item):
+            item.add_marker(pytest.mark.skip(reason=reason))
+            break
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    s = config.stash[SESSION_KEY].settings
+    mode = "updating baselines" if s.update else f"tolerance {s.tolerance:.0%}"
+    state = config.stash[SESSION_KEY]
+    lines = [f"dlperf: profile {s.profile}, baselines {s.baseline_dir}, {mode}, scenario timeout {s.timeout:g} s"
+             + (", missing baselines fail" if s.require_baselines else "")]
+    lines += report.header_lines(state.store, state.hardware_keys(), s.profile)
+    if s.reference:
+        lines.append(f"dlperf A/B mode: every scenario also runs under {s.reference}, interleaved "
+                     f"({s.pairs} pairs); a test fails when this environment is more than {s.ab_threshold:.0%} slower")
+    return lines
+
+
+@pytest.fixture
+def dlperf(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DlperfRun]:
+    """Train scenarios in child processes and check their figures against the baselines."""
+    yield DlperfRun(request.config.stash[SESSION_KEY], request.node, tmp_path)
+
+
+@pytest.fixture
+def gpu(request: pytest.FixtureRequest) -> Iterator[fixtures.GpuDevices]:
+    """The CUDA device(s) of ``@pytest.mark.gpu(count=N)``, locked for the test; skips without them."""
+    yield from fixtures.gpu(request)
+
+
+@pytest.fixture
+def precision(request: pytest.FixtureRequest) -> str:
+    """This call's precision: one test per name in ``@pytest.mark.precision(...)``."""
+    return fixtures.precision(request)
+
+
+@pytest.fixture
+def distributed(request: pytest.FixtureRequest) -> Iterator[fixtures.Hosts]:
+    """Hosts and launcher of ``@pytest.mark.distributed(workers=, launcher=, rate=)``, torn down after the test."""
+    yield from fixtures.distributed(request, request.config.stash[SESSION_KEY].settings)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    fixtures.parametrize_precision(metafunc)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    state = session.config.stash[SESSION_KEY]
+    state.finish()
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: the controller prints the summary
+        workeroutput["dlperf"] = state.worker_output()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: object, error: object) -> None:
+    """xdist controller: a worker finished; its verdicts and written files join the run's."""
+    output = getattr(node, "workeroutput", {}).get("dlperf")
+    if output:
+        node.config.stash[SESSION_KEY].merge_worker(output)  # type: ignore[attr-defined]
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    state = config.stash[SESSION_KEY]
+    tr = terminalreporter
+    if state.ab_outcomes:
+        tr.section("dlperf A/B")
+        for line in report.ab_lines(state.ab_outcomes, state.settings.reference or "", state.settings.ab_threshold):
+            tr.write_line(line)
+    if not state.verdicts:
+        return
+    tr.section("dlperf summary")
+    tr.write_line(report.verdict_line(state.verdicts, state.family, state.figure_alpha))
+    tr.write_line("")
+    for line in report.table(state.verdicts):
+        tr.write_line(line)
+    tr.write_line("")
+    tr.write_line(report.counts_line(state.verdicts, state.written, state.unused()))
+    for line in (report.precision_lines(state.verdicts)
+                 + report.missing_lines(state.verdicts, state.store, state.settings.profile)
+                 + report.unused_lines(state.unused())):
+        tr.write_line(line)
+    if any(v.status == IMPROVEMENT for v in state.verdicts):
+        tr.write_line("Improvements beyond their noise: refresh with --update-baselines to keep them.")

@@ -1,0 +1,141 @@
+"""The end-of-run summary: one row per checked metric, then the counts."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from pytest_dlperf.judging.baselines import BaselineStore
+from pytest_dlperf.units import count, readable
+from pytest_dlperf.judging.stats import FASTER, INCONCLUSIVE as PAIRED_INCONCLUSIVE, SAME, SLOWER, PairedRatio
+from pytest_dlperf.judging.verdict import IMPROVEMENT, INCONCLUSIVE, MISSING, OK, REGRESSION, UPDATED, Verdict
+
+HEADER = ("scenario", "metric", "observed", "baseline", "delta", "gate", "verdict")
+
+
+def _short(nodeid: str, label: str) -> str:
+    return f"{nodeid.split('::', 1)[-1]}::{label}"
+
+
+def rows(verdicts: Iterable[Verdict]) -> list[tuple[str, ...]]:
+    out: list[tuple[str, ...]] = []
+    for v in verdicts:
+        shown, unit = readable(v.observed, v.unit)
+        scale = v.observed / shown if shown else 1.0
+        observed = f"{shown:.4g} {unit}"
+        baseline = f"{v.baseline / scale:.4g} {unit}" if v.baseline is not None else "-"
+        delta = f"{v.delta:+.1%}" if v.delta is not None else "-"
+        gate = "-" if v.baseline is None else "noise unknown" if v.gate is None else f"±{v.gate:.1%}"
+        out.append((_short(v.test, v.label), v.metric, observed, baseline, delta, gate,
+                    "no change" if v.status == OK else v.status))
+    return out
+
+
+def table(verdicts: Iterable[Verdict]) -> list[str]:
+    body = rows(verdicts)
+    if not body:
+        return []
+    widths = [max(len(r[i]) for r in [HEADER, *body]) for i in range(len(HEADER))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return [fmt.format(*HEADER), fmt.format(*("-" * w for w in widths))] + [fmt.format(*r) for r in body]
+
+
+def counts_line(verdicts: list[Verdict], written: list[Path], unused: Sequence[str] = ()) -> str:
+    c = Counter(v.status for v in verdicts)
+    compared = len(verdicts) - c[MISSING] - c[UPDATED]
+    parts = [f"{count(compared, 'metric')} compared with baselines", count(c[REGRESSION], "regression"),
+             count(c[IMPROVEMENT], "improvement"), f"{c[INCONCLUSIVE]} inconclusive",
+             count(c[MISSING], "missing baseline")]
+    if unused:
+        parts.append(count(len(unused), "unused baseline"))
+    if c[UPDATED]:
+        parts.append(f"{count(c[UPDATED], 'baseline')} written to {', '.join(str(p) for p in written) or '(nothing)'}")
+    return ". ".join(parts) + "."
+
+
+def verdict_line(verdicts: list[Verdict], family: int, alpha: float) -> str:
+    """The run in one line: what changed beyond its noise, what could not be decided, at what level."""
+    c = Counter(v.status for v in verdicts)
+    judged = c[REGRESSION] + c[IMPROVEMENT] + c[OK] + c[INCONCLUSIVE]
+    if not judged:
+        return "dlperf: no figure compared with a baseline."
+    return (f"dlperf: {count(c[REGRESSION], 'regression')} beyond the noise, {count(c[IMPROVEMENT], 'improvement')}, "
+            f"{c[INCONCLUSIVE]} inconclusive, {c[OK]} no change, of {count(judged, 'figure')} judged "
+            f"(each at alpha {alpha:.2g}: 5% over the {count(family, 'figure')} with baselines, Bonferroni).")
+
+
+def precision_lines(verdicts: list[Verdict], limit: int = 5) -> list[str]:
+    """The figures that could not detect the change their tolerance asks for, and what would tighten them."""
+    unknown = [v for v in verdicts if v.baseline is not None and v.gate is None and v.status != UPDATED]
+    wide = sorted((v for v in verdicts if v.gate is not None and v.gate > v.tolerance + 1e-9),
+                  key=lambda v: -(v.gate or 0.0))
+    lines = []
+    if wide:
+        shown = ", ".join(f"{_short(v.test, v.label)} {v.metric} ±{v.gate:.0%} (asked {v.tolerance:.0%})"
+                          for v in wide[:limit])
+        more = f" and {len(wide) - limit} more" if len(wide) > limit else ""
+        lines.append(f"{count(len(wide), 'figure')} can only detect a change larger than asked, by their "
+                     f"run-to-run noise: {shown}{more}. More recorded runs (--update-baselines on quiet runs) "
+                     "narrow a gate; paired runs or A/B mode (--dlperf-reference) decide small changes.")
+    if unknown:
+        lines.append(f"{count(len(unknown), 'figure')} with one recorded run and nothing of their kind to pool: "
+                     "their noise is unknown, a change beyond the tolerance is inconclusive. Record more runs "
+                     "with pytest --update-baselines.")
+    return lines
+
+
+def header_lines(store: BaselineStore, hardware_keys: Sequence[str], profile: str) -> list[str]:
+    """Per hardware key of this host: the baseline file its figures are compared with, and how many it holds."""
+    lines = []
+    for hw in hardware_keys:
+        path = store.path(hw)
+        entries = len(store.keys(hw, profile))
+        held = (count(entries, f"{profile} entry", f"{profile} entries") if entries else
+                f"no {profile} entries yet: record them with pytest --update-baselines")
+        lines.append(f"dlperf: hardware {hw}, compared with {path} ({held})")
+    return lines
+
+
+def missing_lines(verdicts: list[Verdict], store: BaselineStore, profile: str, limit: int = 8) -> list[str]:
+    """What has no baseline: one line per machine with none at all, else the scenarios (the first ``limit``)."""
+    by_hardware: dict[str, list[str]] = {}
+    for v in verdicts:
+        if v.status == MISSING:
+            names = by_hardware.setdefault(v.hardware or "unknown", [])
+            if _short(v.test, v.label) not in names:
+                names.append(_short(v.test, v.label))
+    lines = []
+    for hw, names in sorted(by_hardware.items()):
+        if not store.keys(hw, profile):
+            lines.append(f"No {profile} baselines for this machine: hardware key {hw}, file {store.path(hw)}.")
+            continue
+        shown = ", ".join(sorted(names)[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+        lines.append(f"No baseline on {hw} for: {shown}")
+    if lines:
+        lines.append("Record them with: pytest --update-baselines (then commit baselines/)")
+    return lines
+
+
+def unused_lines(unused: list[str]) -> list[str]:
+    if not unused:
+        return []
+    return ["Baselines of tests that no longer exist (remove them from baselines/): " + ", ".join(unused)]
+
+
+def ab_lines(outcomes: Sequence[tuple[str, str, PairedRatio, str]], reference: str, threshold: float) -> list[str]:
+    """A/B mode: one row per scenario, candidate/reference throughput with its interval, and the counts."""
+    if not outcomes:
+        return []
+    body = [(_short(test, label), f"{r.estimate:.3f}x", f"[{r.low:.3f}, {r.high:.3f}]", str(r.n), decision)
+            for test, label, r, decision in outcomes]
+    header = ("scenario", "candidate/reference", "95% interval", "pairs", "verdict")
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    c = Counter(decision for *_, decision in outcomes)
+    return ([f"reference interpreter: {reference}", fmt.format(*header), fmt.format(*("-" * w for w in widths))]
+            + [fmt.format(*row) for row in body]
+            + ["", f"{count(len(outcomes), 'scenario')} compared with the reference "
+                   f"(threshold {threshold:.0%}): "
+                   f"{c[SLOWER]} slower. {c[FASTER]} faster. {c[SAME]} same. "
+                   f"{c[PAIRED_INCONCLUSIVE]} inconclusive."])

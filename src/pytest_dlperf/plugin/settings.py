@@ -1,0 +1,233 @@
+"""Options and ini keys of the ``dlperf`` group, and the one place their precedence lives.
+
+Precedence: command line, then environment variable (the option's dest in capitals, e.g.
+``DLPERF_TOLERANCE``), then ini file, then the default. Bad values are pytest
+usage errors that name the option and what it accepts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any, Callable, NamedTuple
+
+import pytest
+
+from pytest_dlperf.child.environment import gpus
+from pytest_dlperf.processes.paired import DEFAULT_PAIRS, DEFAULT_PROCESSES
+from pytest_dlperf.scenario import PROFILES
+
+#: From bench/verdict_power.py: on an H100 (full profile) 5% caught an injected 10% slowdown 10/10 times with
+#: no false alarm in 10 A/A trials. On virtual CPUs no tolerance does both (run-to-run drift 7-36% against a 13%
+#: effect); 10% is the smoke default for quiet CPU runners, noisy shared ones widen it (DLPERF_TOLERANCE, README).
+#: A/B mode's cap on generations of fresh processes for a comparison that is still inconclusive.
+DEFAULT_MAX_GENERATIONS = 6
+DEFAULT_TOLERANCE = {"smoke": 0.10, "full": 0.05}
+DEFAULT_TIMEOUT = {"smoke": 600.0, "full": 1800.0}
+#: A/B mode fails a test when candidate/reference throughput is below 1 - this, with an interval excluding 1.
+DEFAULT_AB_THRESHOLD = 0.05
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+    return value
+
+
+def _tolerance(text: str) -> float:
+    value = _positive_float(text)
+    if value >= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is a fraction: use e.g. 0.1 for 10%")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def _launcher(text: str) -> str:
+    from pytest_dlperf.processes.distributed.launchers import LAUNCHERS
+
+    choices = [name for name in LAUNCHERS if name != "netns"]
+    if text not in choices:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a launcher; use one of: {', '.join(choices)} "
+                                         "(netns hosts are made by the tests that need them)")
+    return text
+
+
+def _interpreter(text: str) -> str:
+    import shutil
+
+    path = shutil.which(text) or text
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an executable Python interpreter; give the reference environment's python, "
+            "e.g. /opt/venvs/torch-2.13/bin/python")
+    return os.path.abspath(path)
+
+
+def _profile(text: str) -> str:
+    if text not in ("auto", *PROFILES):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a profile; use auto, {', '.join(PROFILES)}")
+    return text
+
+
+#: option name, dest, ini key, converter, help
+OPTIONS: list[tuple[str, str, str, Callable[[str], Any], str]] = [
+    ("--baseline-dir", "dlperf_baseline_dir", "dlperf_baseline_dir", str,
+     "folder of baseline JSON files (default: baselines/ at the rootdir)"),
+    ("--dlperf-profile", "dlperf_profile", "dlperf_profile", _profile,
+     "smoke (small shapes, CPUs and CI), full (documented configurations) or auto "
+     "(full when a CUDA device is visible; the default)"),
+    ("--dlperf-tolerance", "dlperf_tolerance", "dlperf_tolerance", _tolerance,
+     "relative change allowed before a metric is a regression, e.g. 0.1 "
+     f"(default {DEFAULT_TOLERANCE['smoke']} for smoke, {DEFAULT_TOLERANCE['full']} for full)"),
+    ("--dlperf-rounds", "dlperf_rounds", "dlperf_rounds", _positive_int,
+     "timed rounds per scenario, after warm-up (default: the profile's)"),
+    ("--dlperf-launcher", "dlperf_launcher", "dlperf_launcher", _launcher,
+     "where distributed jobs run their ranks: local (default), ssh, mpi (mpirun) or slurm (srun); "
+     "the last three read --dlperf-hostfile"),
+    ("--dlperf-hostfile", "dlperf_hostfile", "dlperf_hostfile", str,
+     "hosts for the ssh/mpi/slurm launchers: one [user@]host[:port] [slots=N] per line"),
+    ("--dlperf-pairs", "dlperf_pairs", "dlperf_pairs", _positive_int,
+     f"interleaved pairs of rounds in a paired comparison (default {DEFAULT_PAIRS}; rounded up to whole "
+     "blocks of 2 x processes)"),
+    ("--dlperf-processes", "dlperf_processes", "dlperf_processes", _positive_int,
+     f"persistent processes per variant in a paired comparison (default {DEFAULT_PROCESSES} on CPU, 1 on GPU, "
+     "where every process's memory must fit at once)"),
+    ("--dlperf-generations", "dlperf_generations", "dlperf_generations", _positive_int,
+     "successive sets of fresh processes that share a paired comparison's pairs (default 1): "
+     "processes x generations processes per variant, only processes of them resident at once"),
+    ("--dlperf-max-generations", "dlperf_max_generations", "dlperf_max_generations", _positive_int,
+     f"A/B mode: a comparison still inconclusive after its generations takes one more generation of fresh "
+     f"processes at a time, up to this many in all (default {DEFAULT_MAX_GENERATIONS}); it starts with at "
+     "least 2, so its interval rests on more than one process pair"),
+    ("--dlperf-reference", "dlperf_reference", "dlperf_reference", _interpreter,
+     "A/B mode: the python of a reference environment (e.g. a venv with the previous framework release); "
+     "every scenario also runs there, interleaved, and the test fails when this environment is slower"),
+    ("--dlperf-ab-threshold", "dlperf_ab_threshold", "dlperf_ab_threshold", _tolerance,
+     f"A/B mode: slowdown of candidate vs reference throughput that fails a test (default {DEFAULT_AB_THRESHOLD})"),
+    ("--dlperf-timeout", "dlperf_timeout", "dlperf_timeout", _positive_float,
+     "seconds one scenario may run before its child is killed "
+     f"(default {DEFAULT_TIMEOUT['smoke']:g} smoke, {DEFAULT_TIMEOUT['full']:g} full)"),
+]
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("dlperf", "deep-learning training performance (pytest-dlperf)")
+    group.addoption("--update-baselines", action="store_true", dest="dlperf_update", default=False,
+                    help="write the figures measured in this run to the baseline files (merging; "
+                         "other tests' and machines' entries are kept)")
+    group.addoption("--dlperf-require-baselines", action="store_true", dest="dlperf_require_baselines",
+                    default=False, help="fail a test whose figures have no baseline on this machine (for runners "
+                                        "that must compare; also ini dlperf_require_baselines, "
+                                        "DLPERF_REQUIRE_BASELINES=1)")
+    parser.addini("dlperf_require_baselines", type="bool", default=False,
+                  help="fail a test whose figures have no baseline on this machine")
+    for flag, dest, ini, convert, help_text in OPTIONS:
+        group.addoption(flag, dest=dest, type=convert, default=None, help=help_text)
+        parser.addini(ini, help=help_text, default=None)
+
+
+class Settings(NamedTuple):
+    update: bool
+    baseline_dir: Path
+    profile: str
+    tolerance: float
+    rounds: int | None
+    timeout: float
+    launcher: str
+    hostfile: Path | None
+    pairs: int = DEFAULT_PAIRS
+    #: None: the default for the device (DEFAULT_PROCESSES on CPU, 1 on GPU).
+    processes: int | None = None
+    generations: int = 1
+    max_generations: int = 6
+    reference: str | None = None
+    ab_threshold: float = DEFAULT_AB_THRESHOLD
+    require_baselines: bool = False
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> "Settings":
+        def get(dest: str, ini: str, convert: Callable[[str], Any]) -> Any:
+            value = config.getoption(dest)
+            if value is not None:
+                return value
+            env = dest.upper()
+            if os.environ.get(env, "").strip():
+                try:
+                    return convert(os.environ[env].strip())
+                except argparse.ArgumentTypeError as exc:
+                    raise pytest.UsageError(f"environment variable {env}={os.environ[env]!r}: {exc}") from None
+            raw = config.getini(ini)
+            if raw in (None, ""):
+                return None
+            try:
+                return convert(str(raw).strip())
+            except argparse.ArgumentTypeError as exc:
+                raise pytest.UsageError(f"ini key {ini} = {raw!r}: {exc}") from None
+
+        values = {dest: get(dest, ini, convert) for _, dest, ini, convert, _ in OPTIONS}
+        profile = values["dlperf_profile"] or "auto"
+        if profile == "auto":
+            profile = "full" if gpus() else "smoke"
+        base = values["dlperf_baseline_dir"]
+        baseline_dir = Path(base) if base else Path("baselines")
+        if not baseline_dir.is_absolute():
+            baseline_dir = Path(config.rootpath) / baseline_dir
+        if baseline_dir.exists() and not baseline_dir.is_dir():
+            raise pytest.UsageError(f"--baseline-dir {baseline_dir} is a file; give a folder")
+        launcher = values["dlperf_launcher"] or "local"
+        hostfile = Path(values["dlperf_hostfile"]) if values["dlperf_hostfile"] else None
+        if hostfile is not None and not hostfile.is_absolute():
+            hostfile = Path(config.rootpath) / hostfile
+        if launcher != "local":
+            from pytest_dlperf.processes.distributed.launchers import HostfileError, make_launcher
+
+            if hostfile is None:
+                raise pytest.UsageError(f"--dlperf-launcher {launcher} needs --dlperf-hostfile PATH "
+                                        "(one [user@]host[:port] per line)")
+            try:  # the hosts, and what this launcher can do with them (a port under mpi/slurm), before any test
+                make_launcher(launcher, hostfile)
+            except (HostfileError, ValueError, OSError) as exc:
+                raise pytest.UsageError(f"--dlperf-hostfile {hostfile}: {exc}") from None
+        return cls(
+            launcher=launcher,
+            hostfile=hostfile,
+            update=bool(config.getoption("dlperf_update")),
+            baseline_dir=baseline_dir,
+            profile=profile,
+            tolerance=values["dlperf_tolerance"] or DEFAULT_TOLERANCE[profile],
+            rounds=values["dlperf_rounds"],
+            timeout=values["dlperf_timeout"] or DEFAULT_TIMEOUT[profile],
+            pairs=values["dlperf_pairs"] or DEFAULT_PAIRS,
+            processes=values["dlperf_processes"],
+            generations=values["dlperf_generations"] or 1,
+            max_generations=values["dlperf_max_generations"] or DEFAULT_MAX_GENERATIONS,
+            reference=values["dlperf_reference"],
+            ab_threshold=values["dlperf_ab_threshold"] or DEFAULT_AB_THRESHOLD,
+            require_baselines=_require_baselines(config),
+        )
+
+
+def _require_baselines(config: pytest.Config) -> bool:
+    """--dlperf-require-baselines, else DLPERF_REQUIRE_BASELINES (1/true/yes or 0/false/no), else the ini key."""
+    if config.getoption("dlperf_require_baselines"):
+        return True
+    raw = os.environ.get("DLPERF_REQUIRE_BASELINES", "").strip().lower()
+    if raw:
+        if raw not in ("1", "true", "yes", "0", "false", "no"):
+            raise pytest.UsageError(f"environment variable DLPERF_REQUIRE_BASELINES={raw!r}: use 1 or 0")
+        return raw in ("1", "true", "yes")
+    return bool(config.getini("dlperf_require_baselines"))

@@ -1,0 +1,205 @@
+"""Runs one scenario in a child process: own environment, own process group, a timeout.
+
+A crash, an out-of-memory kill or a hang becomes a :class:`ScenarioFailed` carrying
+the reason and the child's last output; the child's whole process group is killed
+whatever happens, so no data-loader worker or distributed rank outlives its test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from pytest_dlperf.lifeline import parent_environment
+from pytest_dlperf.result import TrainingResult
+from pytest_dlperf.scenario import Scenario
+
+TAIL_LINES = 30
+KILL_GRACE_SECONDS = 5.0
+
+
+class ScenarioFailed(Exception):
+    """The child did not produce a result; ``reason`` is one short phrase."""
+
+    def __init__(self, label: str, reason: str, detail: str, output_tail: str, traceback: str = ""):
+        self.label, self.reason, self.detail, self.output_tail = label, reason, detail, output_tail
+        #: Your code's traceback (its own frames only) when your step or model raised.
+        self.traceback = traceback
+        super().__init__(f"{label}: {reason}: {detail}")
+
+    def report(self) -> str:
+        head = f"scenario {self.label!r} failed: {self.reason}: {self.detail}"
+        if self.traceback:
+            head += f"\n--- your code's traceback ---\n{self.traceback}"
+        return f"{head}\n--- last output of the child ---\n{self.output_tail}"
+
+
+def kill_process_group(pgid: int, grace: float = KILL_GRACE_SECONDS) -> None:
+    """SIGTERM the group, then SIGKILL whatever is left after ``grace`` seconds."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def tail(path: Path, lines: int = TAIL_LINES) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "(no output)"
+    return "\n".join(text.rstrip().splitlines()[-lines:]) or "(no output)"
+
+
+def _signal_reason(returncode: int) -> str:
+    signum = -returncode
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = f"signal {signum}"
+    if signum == signal.SIGKILL:
+        return f"killed by {name} (often the kernel's out-of-memory killer: check dmesg, or lower batch_size)"
+    return f"killed by {name}"
+
+
+def child_environment(scenario: Scenario, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(scenario.env)
+    env.update(extra or {})
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(parent_environment())
+    # The child must import this very package, even from an uninstalled checkout, and nothing else of
+    # this environment: under another interpreter (A/B mode) the folder holding the package may be
+    # this environment's site-packages, whose torch would shadow the reference's own.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_import_root(), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def package_import_root() -> str:
+    """A folder whose only entry is this package (a link to it): put on a child's PYTHONPATH."""
+    package = Path(__file__).resolve().parents[1]  # src/pytest_dlperf, not processes/
+    digest = hashlib.sha1(str(package).encode()).hexdigest()[:12]
+    root = Path(tempfile.gettempdir()) / f"dlperf-import-{digest}"
+    link = root / package.name
+    if not link.exists():
+        root.mkdir(parents=True, exist_ok=True)
+        try:
+            link.symlink_to(package, target_is_directory=True)
+        except FileExistsError:  # another process made it first
+            pass
+    return str(root)
+
+
+def run_child(
+    command: Sequence[str],
+    env: Mapping[str, str],
+    log_path: Path,
+    timeout: float,
+    label: str,
+    on_output: Callable[[str], None] | None = None,
+) -> int:
+    """Run ``command`` in its own session; return its exit code or raise ScenarioFailed on timeout."""
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            list(command), env=dict(env), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    stop = threading.Event()
+    watcher = None
+    if on_output is not None:
+        watcher = threading.Thread(target=_follow, args=(log_path, on_output, stop), daemon=True)
+        watcher.start()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_process_group(proc.pid)
+        proc.wait()
+        raise ScenarioFailed(label, "timed out", f"no result after {timeout:g} s; the child was killed",
+                             tail(log_path)) from None
+    finally:
+        kill_process_group(proc.pid, grace=1.0)  # leftovers: loader workers, ranks, servers
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        stop.set()
+        if watcher is not None:
+            watcher.join(timeout=2)
+    return proc.returncode
+
+
+def _follow(path: Path, on_output: Callable[[str], None], stop: threading.Event) -> None:
+    from pytest_dlperf.child.worker import PROGRESS_PREFIX
+
+    position = 0
+    while not stop.wait(0.5):
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(position)
+                chunk = fh.read()
+        except OSError:
+            continue
+        position += len(chunk)
+        for line in chunk.decode("utf-8", "replace").splitlines():
+            if line.startswith(PROGRESS_PREFIX):
+                on_output(line[len(PROGRESS_PREFIX):])
+
+
+def run_scenario(
+    scenario: Scenario,
+    workdir: Path | None = None,
+    on_progress: Callable[[str], None] | None = None,
+    python: str | None = None,
+    module: str = "pytest_dlperf.child.worker",
+) -> TrainingResult:
+    """Run ``python -m module SCENARIO.json RESULT.json`` (by default: train) in a child; return its result."""
+    workdir = Path(workdir or tempfile.mkdtemp(prefix="dlperf-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    scenario_path = workdir / f"{scenario.label}.scenario.json"
+    result_path = workdir / f"{scenario.label}.result.json"
+    log_path = workdir / f"{scenario.label}.log"
+    scenario_path.write_text(scenario.to_json(), encoding="utf-8")
+    result_path.unlink(missing_ok=True)
+    command = [*scenario.launch_prefix, python or sys.executable, "-m", module, str(scenario_path), str(result_path)]
+    code = run_child(command, child_environment(scenario), log_path, scenario.timeout, scenario.label, on_progress)
+    payload = None
+    if result_path.exists():
+        try:
+            payload = json.loads(result_path.read_text(encoding="utf-8"))
+        except ValueError:
+            payload = None
+    if payload and "result" in payload and code == 0:
+        return TrainingResult.from_dict(payload["result"])
+    if payload and "error" in payload:
+        err = payload["error"]
+        raise ScenarioFailed(scenario.label, err["reason"], f"{err['type']}: {err['message']}", tail(log_path),
+                             err.get("traceback", ""))
+    reason = _signal_reason(code) if code < 0 else f"exited with status {code} and wrote no result"
+    raise ScenarioFailed(scenario.label, "crashed", reason, tail(log_path))
+
+
+def run_loader_only(
+    scenario: Scenario,
+    workdir: Path | None = None,
+    on_progress: Callable[[str], None] | None = None,
+) -> TrainingResult:
+    """Measure the loader of ``scenario`` in a child process, with the scenario's env and launch prefix."""
+    return run_scenario(scenario, workdir, on_progress, module="pytest_dlperf.child.loaders")

@@ -1,0 +1,241 @@
+"""What a run's reports say, decided once for ``dlperf summary`` and ``dlperf html``: the verdict line,
+the distinct figures, correctness failures, roll-ups that reveal a systematic shift, and the paired
+evidence beside an absolute throughput change.
+
+Rules (written down here and shown on the page):
+
+- **Distinct figure**: one per (test, scenario label, metric, hardware key). A figure that appears in
+  several reports (a merged report beside its parts) or several records of one test counts once; the
+  later report's copy is kept.
+- **Correctness failure**: a failed or errored test whose first message line is not a performance
+  verdict (``regression: ...``, ``A/B slower``, ``... vs baseline ...``) and mentions accuracy, NaN,
+  inf / non-finite values, the loss, weights or parameters, or equivalence (``equivalent``,
+  ``allclose``). Other failures are listed as such.
+- **Systematic shift**: in a roll-up group (framework x metric x hardware) of at least
+  ``SHIFT_MIN_FIGURES`` figures with a baseline, at least ``SHIFT_SHARE`` of them moved the same way by
+  more than their tolerance. A shift shared by a whole group points at the environment or the baseline,
+  not at one test.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from pytest_dlperf.reports.junit import LOWER, MetricRecord, TestRecord, own_records
+from pytest_dlperf.units import readable
+
+#: A systematic shift: at least this share of a group's figures moved the same way beyond their tolerance ...
+SHIFT_SHARE = 0.75
+#: ... in a group of at least this many figures (fewer say little about a whole environment).
+SHIFT_MIN_FIGURES = 4
+#: The tolerance of a figure whose report records none (older reports): ``dlperf compare``'s default.
+DEFAULT_TOLERANCE = 0.05
+JUDGED = ("regression", "improvement", "ok", "inconclusive")
+
+_PERFORMANCE = re.compile(r"^(?:[\w.]+: )?(?:also )?regression\b|\bA/B slower\b|\bvs baseline\b", re.I)
+_CORRECTNESS = re.compile(r"accura|\bnan\b|non-?finite|not finite|\binf\b|infinit|\bloss\b|\bweights?\b"
+                          r"|\bparam(?:eter)?s?\b|equivalen|allclose", re.I)
+
+Key = tuple[str, str, str, str]
+
+
+def key_of(m: MetricRecord) -> Key:
+    """The identity of a figure: test, scenario label, metric and the machine it was measured on."""
+    return (m.test, m.label, m.metric, m.hardware)
+
+
+def distinct(tests: Sequence[TestRecord]) -> list[MetricRecord]:
+    """Every figure once (:func:`key_of`), in first-seen order, the later report's copy kept."""
+    out: dict[Key, MetricRecord] = {}
+    for t in tests:
+        for m in t.metrics:
+            out[key_of(m)] = m
+    return list(out.values())
+
+
+def failure_kind(t: TestRecord) -> str | None:
+    """``performance``, ``correctness`` or ``other`` for a failed or errored test; None otherwise."""
+    if t.outcome not in ("failed", "error"):
+        return None
+    if _PERFORMANCE.search(t.message):
+        return "performance"
+    return "correctness" if _CORRECTNESS.search(t.message) else "other"
+
+
+def parse_software(text: str) -> dict[str, str]:
+    """``framework=torch framework_version=2.4 python=3.11`` -> a dict."""
+    return dict(part.partition("=")[::2] for part in text.split() if "=" in part)
+
+
+def framework_of(t: TestRecord, label: str) -> str:
+    """The framework a scenario ran, else the test's (a speedup has no software of its own), else ""."""
+    for text in (t.software.get(label, ""), *t.software.values()):
+        fw = parse_software(text).get("framework")
+        if fw:
+            return fw
+    return ""
+
+
+def better_change(m: MetricRecord) -> float | None:
+    """The change from the baseline with the sign of better: +0.1 is 10% better, whichever way is better."""
+    if m.delta is None:
+        return None
+    return -m.delta if m.direction == LOWER else m.delta
+
+
+def tolerance_of(m: MetricRecord) -> float:
+    return m.tolerance if m.tolerance is not None else DEFAULT_TOLERANCE
+
+
+def noise_unknown(m: MetricRecord) -> bool:
+    """A judged figure whose report says ``.detectable unknown`` (one recorded run, nothing to pool). A
+    report from before gates were recorded has no ``.runs`` either, and is not marked: it does not say."""
+    return m.verdict in JUDGED and m.detectable is None and m.runs is not None
+
+
+def unit_scales(figures: Sequence[MetricRecord]) -> dict[tuple[str, str], tuple[float, str]]:
+    """One shown unit per (metric, measured unit): the one its median figure reads best in, so that
+    every peak_host_memory on a page is in GiB (or every one in MiB), never a mix."""
+    values: dict[tuple[str, str], list[float]] = {}
+    for m in figures:
+        values.setdefault((m.metric, m.unit), []).append(abs(m.value))
+    out = {}
+    for (metric, unit), vs in values.items():
+        middle = statistics.median(vs)
+        shown, name = readable(middle, unit)
+        out[(metric, unit)] = (middle / shown if shown else 1.0, name)
+    return out
+
+
+@dataclass
+class Group:
+    """One roll-up row: the figures of one framework, metric and hardware key that have a baseline."""
+
+    framework: str
+    metric: str
+    hardware: str
+    figures: list[MetricRecord] = field(default_factory=list)
+
+    @property
+    def up(self) -> list[MetricRecord]:
+        return [m for m in self.figures if (m.delta or 0) > tolerance_of(m)]
+
+    @property
+    def down(self) -> list[MetricRecord]:
+        return [m for m in self.figures if (m.delta or 0) < -tolerance_of(m)]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(m.delta or 0.0 for m in self.figures)
+
+    def shift(self) -> str | None:
+        """The warning when most of the group moved the same way beyond its tolerance, else None."""
+        n = len(self.figures)
+        for moved, way in ((self.up, "up"), (self.down, "down")):
+            if n >= SHIFT_MIN_FIGURES and len(moved) >= SHIFT_SHARE * n:
+                deltas = sorted(m.delta or 0.0 for m in moved)
+                who = f"all {n}" if len(moved) == n else f"{len(moved)} of {n}"
+                span = f"{deltas[0]:+.0%}" + (f" to {deltas[-1]:+.0%}" if len(deltas) > 1 else "")
+                return (f"{who} {self.framework or 'unknown framework'} {self.metric} figures on "
+                        f"{self.hardware or 'an unnamed machine'} moved {way} ({span}, each beyond its "
+                        "tolerance): check the environment or the baseline before blaming the tests")
+        return None
+
+
+def rollups(tests: Sequence[TestRecord], figures: Sequence[MetricRecord]) -> list[Group]:
+    """The figures with a baseline by framework x metric x hardware, largest groups first."""
+    by_test = {t.test: t for t in tests}
+    groups: dict[tuple[str, str, str], Group] = {}
+    for m in figures:
+        if m.delta is None:
+            continue
+        t = by_test.get(m.test)
+        fw = framework_of(t, m.label) if t else ""
+        groups.setdefault((fw, m.metric, m.hardware), Group(fw, m.metric, m.hardware)).figures.append(m)
+    return sorted(groups.values(), key=lambda g: (-len(g.figures), g.framework, g.metric, g.hardware))
+
+
+def paired_evidence(m: MetricRecord, figures: Sequence[MetricRecord]) -> list[MetricRecord]:
+    """The paired speedups of the same test and machine beside an absolute throughput figure."""
+    if m.metric != "throughput":
+        return []
+    return [p for p in figures if p.metric == "speedup" and p.test == m.test and p.hardware == m.hardware]
+
+
+def paired_text(p: MetricRecord) -> str:
+    interval = f" [{p.interval[0]:.3g}, {p.interval[1]:.3g}]" if p.interval else " (no interval)"
+    return f"{p.label} speedup {p.value:.3g}x{interval}" + (f", {p.verdict}" if p.verdict else "")
+
+
+@dataclass
+class Digest:
+    """A run's reports, decided: what the verdict line and the first sections say."""
+
+    tests: list[TestRecord]
+    figures: list[MetricRecord]
+    failures: dict[str, list[TestRecord]]
+    hardware: list[str]
+    software: list[str]
+    runs: tuple[int, int] | None
+    groups: list[Group]
+
+    def by_verdict(self, verdict: str) -> list[MetricRecord]:
+        return [m for m in self.figures if m.verdict == verdict]
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.by_verdict("regression") or any(self.failures.values()))
+
+    def verdict_line(self) -> str:
+        """One line: what happened, and what was compared with what."""
+        from pytest_dlperf.units import count
+
+        regressions = self.by_verdict("regression")
+        head = "FAILED" if self.failed else "PASSED"
+        parts = [count(len(regressions), "regression") + " beyond its noise" if len(regressions) == 1 else
+                 count(len(regressions), "regression") + " beyond their noise",
+                 count(len(self.failures["correctness"]), "correctness failure")]
+        if self.failures["other"]:
+            parts.append(count(len(self.failures["other"]), "other failed test"))
+        parts.append(f"{len(self.by_verdict('inconclusive'))} inconclusive")
+        shifts = sum(1 for g in self.groups if g.shift())
+        if shifts:
+            parts.append(count(shifts, "systematic shift"))
+        judged = sum(1 for m in self.figures if m.verdict in JUDGED)
+        where = ", ".join(self.hardware) or "an unnamed machine"
+        runs = ""
+        if self.runs:
+            low, high = self.runs
+            runs = (f" ({low} recorded run{'s' if high > 1 else ''})" if low == high
+                    else f" ({low}-{high} recorded runs)")
+        compared = (f"{count(judged, 'figure')} on {where} against "
+                    f"{'its' if len(self.hardware) < 2 else 'their'} baselines{runs}")
+        return (f"{head}: " + ", ".join(parts) + f" · {compared}"
+                + (f" · {', '.join(self.software)}" if self.software else ""))
+
+
+def digest(tests: Sequence[TestRecord]) -> Digest:
+    """Decide what ``tests`` (every record of a run's reports) say."""
+    own = own_records(tests)
+    figures = distinct(tests)
+    failures: dict[str, list[TestRecord]] = {"correctness": [], "performance": [], "other": []}
+    for t in own.values():
+        kind = failure_kind(t)
+        if kind:
+            failures[kind].append(t)
+    software: Counter[str] = Counter()
+    for t in tests:
+        for text in t.software.values():
+            sw = parse_software(text)
+            if sw.get("framework"):
+                software[f"{sw['framework']} {sw.get('framework_version', '?')}"] += 1
+            if sw.get("python"):
+                software[f"python {sw['python']}"] += 1
+    runs = [m.runs for m in figures if m.runs]
+    return Digest(list(tests), figures, failures, sorted({m.hardware for m in figures if m.hardware}
+                                                          | {t.hardware for t in tests if t.hardware}),
+                  sorted(software), (min(runs), max(runs)) if runs else None, rollups(tests, figures))
