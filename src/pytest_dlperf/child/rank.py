@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, NoReturn, Sequence
 
+from pytest_dlperf.atomic import write_atomically
 from pytest_dlperf.protocol import CONFIG_ENV, HEARTBEAT, RESULT_LINE
 
 #: The job config key that makes a rank paced (the parent sets it; ranks read it).
@@ -90,9 +91,7 @@ def write_rank_result(path: Path, payload: Mapping[str, Any]) -> None:
     """
     text = json.dumps(dict(payload, hostname=socket.gethostname(),
                            cpus=sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None))
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomically(path, text)
     print(f"{RESULT_LINE}{text}", flush=True)
 
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import sys
 import traceback
 from typing import Any
 
+from pytest_dlperf.atomic import write_atomically
 from pytest_dlperf.child.environment import hardware_key, host_record
 from pytest_dlperf.lifeline import die_with_parent
 from pytest_dlperf.result import TrainingResult
@@ -65,10 +65,7 @@ def progress(message: str) -> None:
 
 
 def _write_atomically(path: str, payload: dict[str, Any]) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(payload, fh)
-    os.replace(tmp, path)
+    write_atomically(path, json.dumps(payload))
 
 
 def classify(exc: BaseException) -> str:

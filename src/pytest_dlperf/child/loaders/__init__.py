@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from pytest_dlperf.atomic import write_atomically
 from pytest_dlperf.child.datasets import (FRAMEWORK_FORMATS, DatasetError, ImageSetSpec, read_spec, recordio_paths,
                                           tfrecord_path)
 from pytest_dlperf.lifeline import die_with_parent
@@ -280,7 +281,5 @@ def main(argv: list[str]) -> int:
         traceback.print_exc()
         payload = {"error": {"reason": classify_error(exc), "type": type(exc).__name__, "message": str(exc)}}
         code = EXIT_ERROR
-    tmp = f"{result_path}.tmp"
-    Path(tmp).write_text(json.dumps(payload), encoding="utf-8")
-    os.replace(tmp, result_path)
+    write_atomically(result_path, json.dumps(payload))
     return code

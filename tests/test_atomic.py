@@ -1,0 +1,49 @@
+"""One way to write a file atomically (pytest_dlperf.atomic), used by children, ranks and baselines."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_dlperf.atomic import write_atomically
+from pytest_dlperf.child import rank, worker
+
+
+def test_the_new_content_replaces_the_old_and_no_temporary_file_stays(tmp_path):
+    target = tmp_path / "result.json"
+    target.write_text("old", encoding="utf-8")
+    write_atomically(target, "new")
+    assert target.read_text(encoding="utf-8") == "new"
+    assert [p.name for p in tmp_path.iterdir()] == ["result.json"]
+
+
+def test_a_failed_write_leaves_the_old_content_and_no_temporary_file(tmp_path, monkeypatch):
+    target = tmp_path / "baseline.json"
+    target.write_text("old", encoding="utf-8")
+
+    def broken_replace(src, dst):
+        raise OSError("disk gone")
+
+    monkeypatch.setattr("pytest_dlperf.atomic.os.replace", broken_replace)
+    with pytest.raises(OSError, match="disk gone"):
+        write_atomically(target, "new")
+    assert target.read_text(encoding="utf-8") == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["baseline.json"]
+
+
+def test_a_childs_and_a_ranks_result_go_through_it(tmp_path, monkeypatch):
+    written = []
+    real = write_atomically
+
+    def spy(path, text):
+        written.append(str(path))
+        real(path, text)
+
+    monkeypatch.setattr(worker, "write_atomically", spy)
+    monkeypatch.setattr(rank, "write_atomically", spy)
+    worker._write_atomically(str(tmp_path / "child.json"), {"result": {}})
+    rank.write_rank_result(tmp_path / "rank.json", {"step": 1})
+    assert written == [str(tmp_path / "child.json"), str(tmp_path / "rank.json")]
+    assert json.loads((tmp_path / "child.json").read_text()) == {"result": {}}
+    assert json.loads((tmp_path / "rank.json").read_text())["step"] == 1
