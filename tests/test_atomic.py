@@ -7,7 +7,8 @@ import json
 import pytest
 
 from pytest_dlperf.atomic import write_atomically
-from pytest_dlperf.child import rank, worker
+from pytest_dlperf import protocol
+from pytest_dlperf.child import rank
 
 
 def test_the_new_content_replaces_the_old_and_no_temporary_file_stays(tmp_path):
@@ -40,9 +41,9 @@ def test_a_childs_and_a_ranks_result_go_through_it(tmp_path, monkeypatch):
         written.append(str(path))
         real(path, text)
 
-    monkeypatch.setattr(worker, "write_atomically", spy)
+    monkeypatch.setattr(protocol, "write_atomically", spy)
     monkeypatch.setattr(rank, "write_atomically", spy)
-    worker._write_atomically(str(tmp_path / "child.json"), {"result": {}})
+    protocol.write_result(str(tmp_path / "child.json"), {"result": {}})
     rank.write_rank_result(tmp_path / "rank.json", {"step": 1})
     assert written == [str(tmp_path / "child.json"), str(tmp_path / "rank.json")]
     assert json.loads((tmp_path / "child.json").read_text()) == {"result": {}}

@@ -19,7 +19,7 @@ from collections import Counter
 import pytest
 
 from pytest_dlperf.processes import distributed as dist
-from pytest_dlperf.child.measure import ROUND_PREFIX
+from pytest_dlperf.protocol import ROUND_PREFIX
 from pytest_dlperf.processes.distributed.paced_job import paced_problem, run_paired_jobs
 from pytest_dlperf.child.rank import PACED, RankPacer, rank_pacer
 

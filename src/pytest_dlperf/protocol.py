@@ -1,17 +1,57 @@
-"""What passes between the parent and a rank: the job marker, the config variable, the lines a rank prints.
+"""What passes between the parent and a measuring child: arguments, lines, exit codes, result files.
 
-Both sides import this module (standard library only). A rank prints a heartbeat line
-(:data:`HEARTBEAT`) entering each step and its payload as one :data:`RESULT_LINE` (the launcher
-brings its output back: no shared filesystem); the parent reads them with :func:`last_step`
-(who is behind in a hung job) and :func:`read_rank_result`. The job's config reaches the rank
-in :data:`CONFIG_ENV`, and every process of the job carries :data:`JOB_MARKER` in its environment.
+Both sides import this module (standard library and the shared atomic writer only), so each
+word of the conversation is defined once.
+
+A training or loader child (``python -m MODULE SCENARIO.json RESULT.json [--paced]``) prints
+progress lines behind :data:`PROGRESS_PREFIX`, and writes ``{"result": ...}`` or
+``{"error": {"reason", "type", "message"[, "traceback"]}}`` to its result file
+(:func:`write_result`, :func:`read_result`), exiting with :data:`EXIT_ERROR` after an error.
+Started with :data:`PACED_FLAG`, it reports ``{"ready": true}`` and each timed round behind
+:data:`ROUND_PREFIX` and waits for a :data:`GO` line on stdin before each round; the parent
+closes stdin after the last.
+
+A distributed rank prints a heartbeat line (:data:`HEARTBEAT`) entering each step and its payload
+as one :data:`RESULT_LINE` (the launcher brings its output back: no shared filesystem); the parent
+reads them with :func:`last_step` (who is behind in a hung job) and :func:`read_rank_result`. The
+job's config reaches the rank in :data:`CONFIG_ENV`, and every process of the job carries
+:data:`JOB_MARKER` in its environment. A paced rank takes its rounds as a paced child does.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
+
+from pytest_dlperf.atomic import write_atomically
+
+#: A child's progress lines (the parent shows them while it waits).
+PROGRESS_PREFIX = "[dlperf] "
+#: A paced child's ``{"ready": true}`` and per-round reports.
+ROUND_PREFIX = "[dlperf-round] "
+#: The argument that makes a child paced: one timed round per :data:`GO` line on its stdin.
+PACED_FLAG = "--paced"
+GO = "go\n"
+#: A child's exit status after it wrote an error to its result file.
+EXIT_ERROR = 3
+#: The keys of a child's result file: its TrainingResult as a dict, or what went wrong.
+RESULT, ERROR = "result", "error"
+
+
+def write_result(path: str | os.PathLike[str], payload: dict[str, Any]) -> None:
+    """A child's result file (``{RESULT: ...}`` or ``{ERROR: ...}``), written atomically."""
+    write_atomically(path, json.dumps(payload))
+
+
+def read_result(path: Path) -> dict[str, Any]:
+    """A child's result file; empty when it wrote none or it cannot be read."""
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return payload if isinstance(payload, dict) else {}
 
 JOB_MARKER = "DLPERF_JOB"
 HEARTBEAT = "[dlperf] step "

@@ -16,9 +16,9 @@ import sys
 import traceback
 from typing import Any
 
-from pytest_dlperf.atomic import write_atomically
 from pytest_dlperf.child.environment import hardware_key, host_record
 from pytest_dlperf.lifeline import die_with_parent
+from pytest_dlperf.protocol import ERROR, EXIT_ERROR, PACED_FLAG, PROGRESS_PREFIX, RESULT, write_result
 from pytest_dlperf.result import TrainingResult
 from pytest_dlperf.scenario import Scenario, ScenarioError
 
@@ -48,8 +48,6 @@ CAPABILITIES: dict[str, frozenset[str]] = {
     "tensorflow": frozenset({REAL_DATA, ACCURACY}),
     "mxnet": frozenset({REAL_DATA, ACCURACY}),
 }
-EXIT_ERROR = 3
-PROGRESS_PREFIX = "[dlperf] "
 
 
 def missing_capability(framework: str, capability: str) -> str | None:
@@ -62,10 +60,6 @@ def missing_capability(framework: str, capability: str) -> str | None:
 
 def progress(message: str) -> None:
     print(PROGRESS_PREFIX + message, flush=True)
-
-
-def _write_atomically(path: str, payload: dict[str, Any]) -> None:
-    write_atomically(path, json.dumps(payload))
 
 
 def classify(exc: BaseException) -> str:
@@ -120,8 +114,8 @@ def run(scenario: Scenario) -> TrainingResult:
 
 def main(argv: list[str]) -> int:
     die_with_parent()
-    paced = "--paced" in argv
-    scenario_path, result_path = [a for a in argv if a != "--paced"]
+    paced = PACED_FLAG in argv
+    scenario_path, result_path = [a for a in argv if a != PACED_FLAG]
     if paced:  # driven round by round by the paired runner (pytest_dlperf.processes.paired)
         from pytest_dlperf.child.measure import StdinPacer, pace_rounds
 
@@ -132,9 +126,9 @@ def main(argv: list[str]) -> int:
         result = run(scenario)
     except BaseException as exc:  # report everything, including KeyboardInterrupt, then exit non-zero
         traceback.print_exc()
-        _write_atomically(result_path, {"error": error_payload(exc)})
+        write_result(result_path, {ERROR: error_payload(exc)})
         return EXIT_ERROR
-    _write_atomically(result_path, {"result": result.to_dict()})
+    write_result(result_path, {RESULT: result.to_dict()})
     progress("done")
     return 0
 

@@ -39,13 +39,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Protocol, Sequence
 
-from pytest_dlperf.child.measure import ROUND_PREFIX
+from pytest_dlperf.protocol import ERROR, GO, PACED_FLAG, PROGRESS_PREFIX, RESULT, ROUND_PREFIX, read_result
 from pytest_dlperf.result import TrainingResult, metric_from
 from pytest_dlperf.processes.runner import ScenarioFailed, _signal_reason, child_environment, kill_process_group, tail
 from pytest_dlperf.scenario import Scenario, ScenarioError
 from pytest_dlperf.judging.stats import PairedRatio, paired_ratio
 
-GO = "go\n"
 DEFAULT_PROCESSES = 2
 #: Pairs when the caller gives none: the measurement behind this design used 20 (ratio 0.99-1.04 A/A).
 DEFAULT_PAIRS = 20
@@ -271,8 +270,6 @@ class _PacedChild:
 
     def __init__(self, variant: Variant, index: int, rounds: int, workdir: Path,
                  on_progress: Callable[[str], None] | None):
-        from pytest_dlperf.child.worker import PROGRESS_PREFIX
-
         self.variant = variant
         self.index = index
         self.name = f"{variant.key}#{index}"
@@ -286,7 +283,7 @@ class _PacedChild:
         self.scenario = scenario
         self.timeout = scenario.timeout
         command = [*scenario.launch_prefix, variant.python or sys.executable, "-m", variant.module,
-                   str(self.scenario_path), str(self.result_path), "--paced"]
+                   str(self.scenario_path), str(self.result_path), PACED_FLAG]
         self._log = open(self.log_path, "wb")
         self._log.write(f"# {self.name}: {' '.join(command)}\n".encode())  # which variant this file is
         self._log.flush()
@@ -339,11 +336,7 @@ class _PacedChild:
         return "crashed", _signal_reason(code) if code < 0 else f"exited with status {code} before its round"
 
     def _error(self) -> dict | None:
-        try:
-            payload = json.loads(self.result_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        return payload.get("error")
+        return read_result(self.result_path).get(ERROR)
 
     def finish(self, timeout: float) -> TrainingResult:
         """Close stdin, wait for the child to write its result and exit."""
@@ -357,12 +350,9 @@ class _PacedChild:
         except subprocess.TimeoutExpired:
             raise self.failure("timed out", f"no result {timeout:g} s after its last round") from None
         self._reader.join(timeout=5)
-        try:
-            payload = json.loads(self.result_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            payload = {}
-        if code == 0 and "result" in payload:
-            return TrainingResult.from_dict(payload["result"])
+        payload = read_result(self.result_path)
+        if code == 0 and RESULT in payload:
+            return TrainingResult.from_dict(payload[RESULT])
         raise self.failure(*self._exit_reason())
 
     def failure(self, reason: str, detail: str) -> ScenarioFailed:

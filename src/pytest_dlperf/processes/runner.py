@@ -8,7 +8,6 @@ whatever happens, so no data-loader worker or distributed rank outlives its test
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import signal
 import subprocess
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from pytest_dlperf.lifeline import parent_environment
+from pytest_dlperf.protocol import ERROR, PROGRESS_PREFIX, RESULT, read_result
 from pytest_dlperf.result import TrainingResult
 from pytest_dlperf.scenario import Scenario
 
@@ -147,8 +147,6 @@ def run_child(
 
 
 def _follow(path: Path, on_output: Callable[[str], None], stop: threading.Event) -> None:
-    from pytest_dlperf.child.worker import PROGRESS_PREFIX
-
     position = 0
     while not stop.wait(0.5):
         try:
@@ -180,16 +178,11 @@ def run_scenario(
     result_path.unlink(missing_ok=True)
     command = [*scenario.launch_prefix, python or sys.executable, "-m", module, str(scenario_path), str(result_path)]
     code = run_child(command, child_environment(scenario), log_path, scenario.timeout, scenario.label, on_progress)
-    payload = None
-    if result_path.exists():
-        try:
-            payload = json.loads(result_path.read_text(encoding="utf-8"))
-        except ValueError:
-            payload = None
-    if payload and "result" in payload and code == 0:
-        return TrainingResult.from_dict(payload["result"])
-    if payload and "error" in payload:
-        err = payload["error"]
+    payload = read_result(result_path)
+    if RESULT in payload and code == 0:
+        return TrainingResult.from_dict(payload[RESULT])
+    if ERROR in payload:
+        err = payload[ERROR]
         raise ScenarioFailed(scenario.label, err["reason"], f"{err['type']}: {err['message']}", tail(log_path),
                              err.get("traceback", ""))
     reason = _signal_reason(code) if code < 0 else f"exited with status {code} and wrote no result"

@@ -30,7 +30,8 @@ import mxnet as mx  # a DMLC_ROLE=server/scheduler process serves inside this im
 import numpy as np
 from mxnet import autograd, gluon
 
-from pytest_dlperf.child import rank as dist_util  # the rank side only: never the parent's orchestration
+from pytest_dlperf.child import rank as dist_util
+from pytest_dlperf.protocol import PROGRESS_PREFIX
 
 
 def tiny_cnn(num_classes: int) -> gluon.nn.HybridSequential:
@@ -125,7 +126,7 @@ def main(argv: list[str]) -> int:
                             kvstore=kv)
     loop = KVStoreLoop(net, trainer, config, rank, world, ctxs, step_scale)
     start = time.perf_counter()
-    metrics, losses, details = measure(loop, scenario, lambda text: print(f"[dlperf] {text}", flush=True))
+    metrics, losses, details = measure(loop, scenario, lambda text: print(PROGRESS_PREFIX + text, flush=True))
     train_seconds = time.perf_counter() - start
     if kind.startswith("dist") and kind != "dist_async":
         kv._barrier()  # every worker has pulled the last update before anyone reads weights

@@ -30,7 +30,8 @@ import numpy as np
 import tensorflow as tf
 import keras
 
-from pytest_dlperf.child import rank as dist_util  # the rank side only: never the parent's orchestration
+from pytest_dlperf.child import rank as dist_util
+from pytest_dlperf.protocol import PROGRESS_PREFIX
 
 
 def tiny_cnn(num_classes: int, size: int) -> keras.Model:
@@ -144,7 +145,7 @@ def main(argv: list[str]) -> int:
         model = MODELS[config["model"]](classes, size)
     loop = MWMSLoop(strategy, model, config, rank, world)
     start = time.perf_counter()
-    metrics, losses, details = measure(loop, scenario, lambda text: print(f"[dlperf] {text}", flush=True))
+    metrics, losses, details = measure(loop, scenario, lambda text: print(PROGRESS_PREFIX + text, flush=True))
     train_seconds = time.perf_counter() - start
     accuracy = evaluate(model, config)  # every worker: reading BN statistics is a collective under MWMS
     arrays = {f"p{i:03d}": np.asarray(w) for i, w in enumerate(model.get_weights())}

@@ -34,7 +34,8 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from pytest_dlperf.child import rank as dist_util  # the rank side only: never the parent's orchestration
+from pytest_dlperf.child import rank as dist_util
+from pytest_dlperf.protocol import PROGRESS_PREFIX
 
 
 def tiny_cnn(num_classes: int, image_size: int) -> torch.nn.Module:
@@ -146,7 +147,8 @@ def main(argv: list[str]) -> int:
     loop = DDPLoop(net, config, rank, world, device)
     start = time.perf_counter()
     pacer = dist_util.rank_pacer(config, rank, torch.distributed.barrier if world > 1 else None)
-    metrics, losses, details = measure(loop, scenario, lambda text: print(f"[dlperf] {text}", flush=True), pacer=pacer)
+    metrics, losses, details = measure(loop, scenario, lambda text: print(PROGRESS_PREFIX + text, flush=True),
+                                       pacer=pacer)
     train_seconds = time.perf_counter() - start
     params = {name: p.detach().cpu().numpy() for name, p in model.state_dict().items()}
     params_path = result_path.with_suffix(".params.npz")

@@ -29,10 +29,10 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from pytest_dlperf.atomic import write_atomically
 from pytest_dlperf.child.datasets import (FRAMEWORK_FORMATS, DatasetError, ImageSetSpec, read_spec, recordio_paths,
                                           tfrecord_path)
 from pytest_dlperf.lifeline import die_with_parent
+from pytest_dlperf.protocol import ERROR, EXIT_ERROR, PACED_FLAG, RESULT, write_result
 from pytest_dlperf.result import HIGHER, Metric, TrainingResult, metric_from
 from pytest_dlperf.scenario import Scenario, ScenarioError
 
@@ -263,11 +263,11 @@ def measure_loader(scenario: Scenario, progress: Callable[[str], None] | None = 
 
 def main(argv: list[str]) -> int:
     """``python -m pytest_dlperf.child.loaders SCENARIO.json RESULT.json [--paced]``: the loader-only child."""
-    from pytest_dlperf.child.worker import EXIT_ERROR, classify as classify_error, progress
+    from pytest_dlperf.child.worker import classify as classify_error, progress
 
     die_with_parent()
-    paced = "--paced" in argv
-    scenario_path, result_path = [a for a in argv if a != "--paced"]
+    paced = PACED_FLAG in argv
+    scenario_path, result_path = [a for a in argv if a != PACED_FLAG]
     if paced:  # one side of a paired comparison (pytest_dlperf.processes.paired), e.g. against compute-only training
         from pytest_dlperf.child.measure import StdinPacer, pace_rounds
 
@@ -275,11 +275,11 @@ def main(argv: list[str]) -> int:
     try:
         scenario = Scenario.from_dict(json.loads(Path(scenario_path).read_text(encoding="utf-8")))
         progress(f"start: loader only, {scenario.data} from {scenario.data_dir}, {scenario.loader_workers} workers")
-        payload: dict[str, Any] = {"result": measure_loader(scenario, progress).to_dict()}
+        payload: dict[str, Any] = {RESULT: measure_loader(scenario, progress).to_dict()}
         code = 0
     except BaseException as exc:  # report everything, then exit non-zero
         traceback.print_exc()
-        payload = {"error": {"reason": classify_error(exc), "type": type(exc).__name__, "message": str(exc)}}
+        payload = {ERROR: {"reason": classify_error(exc), "type": type(exc).__name__, "message": str(exc)}}
         code = EXIT_ERROR
-    write_atomically(result_path, json.dumps(payload))
+    write_result(result_path, payload)
     return code

@@ -62,7 +62,7 @@ from pytest_dlperf.processes.paired import interleave, pair_units, pairs_for, re
 from pytest_dlperf.processes.runner import tail
 from pytest_dlperf.processes.distributed.job import ENTRY_POINTS, Job, JobFailed, JobResult, Rank, host_python
 from pytest_dlperf.processes.distributed.processes import exit_reason, kill_groups, kill_marked
-from pytest_dlperf.protocol import CONFIG_ENV, last_step, read_rank_result
+from pytest_dlperf.protocol import CONFIG_ENV, GO, PROGRESS_PREFIX, last_step, read_rank_result
 from pytest_dlperf.child.rank import PACED
 from pytest_dlperf.processes.distributed.rendezvous import PortReservation, rank_environments, rendezvous_of
 
@@ -70,7 +70,6 @@ from pytest_dlperf.processes.distributed.rendezvous import PortReservation, rank
 PACED_FRAMEWORKS = ("torch",)
 #: Launchers whose ranks' stdin/stdout reach this process as pipes.
 PACED_LAUNCHERS = ("local", "netns")
-GO = b"go\n"
 #: How often the parent looks at every rank while it waits for a round.
 POLL_SECONDS = 0.02
 
@@ -141,7 +140,7 @@ class PacedJob:
 
     def _read(self, proc: subprocess.Popen[bytes], log: IO[bytes]) -> None:
         assert proc.stdout is not None
-        relay_rounds(proc.stdout, self.replies, log, self.name, "[dlperf] ", self._on_progress_rounds)
+        relay_rounds(proc.stdout, self.replies, log, self.name, PROGRESS_PREFIX, self._on_progress_rounds)
 
     def _on_progress_rounds(self, text: str) -> None:
         """Only rank 0's round lines are progress (its step heartbeats are not)."""
@@ -158,7 +157,7 @@ class PacedJob:
         proc = self.procs[self.rank0]
         assert proc.stdin is not None
         try:
-            proc.stdin.write(GO)
+            proc.stdin.write(GO.encode())
             proc.stdin.flush()
         except (BrokenPipeError, OSError):
             pass  # it died; the watch says so
