@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 from pytest_dlperf.processes.distributed.launchers import Launcher, LocalLauncher
 
 #: The folder that holds ``pytest_dlperf``: on every rank's PYTHONPATH (here and on remote hosts).
-PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])  # the folder holding pytest_dlperf/
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])  # the folder that holds the package (src/)
 ENTRY_POINTS = {
     "torch": "pytest_dlperf.child.cores.torch_ddp",
     "tensorflow": "pytest_dlperf.child.cores.tf_mwms",
