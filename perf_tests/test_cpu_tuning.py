@@ -6,9 +6,10 @@ and ``numactl --interleave=all``. A 2-core CI machine cannot show 6x, so no fixe
 speedup is asserted: each setting's speedup over the default configuration measured
 in this same session, round by round (a paired group: pytest_dlperf.processes.paired), is recorded
 as a ``speedup`` metric with its interval and held against this machine's baseline
-(``--update-baselines`` records it), and a setting that makes training slower is
-reported as slower (a SlowdownWarning and a ``dlperf.<setting>.slower_than_default``
-property), never passed off as a gain.
+(``--update-baselines`` records it). A setting that the baseline recorded as faster than
+the default fails once this run's interval rules that gain out (``tuning.lost_gain``); one
+that makes training slower is reported as slower (a SlowdownWarning and a
+``dlperf.<setting>.slower_than_default`` property), never passed off as a gain.
 """
 
 from __future__ import annotations
@@ -104,4 +105,8 @@ def test_cpu_setting_against_default(dlperf, framework, name, request):
         request.node.user_properties.append((f"dlperf.{name}.slower_than_default", f"{ratio.estimate:.3f}"))
         warnings.warn(tuning.SlowdownWarning(
             f"{framework} {name} ({setting.summary()}) is SLOWER than the default: {effect}"), stacklevel=1)
+    recorded = dlperf.stored(run, "speedup", label=name)
     dlperf.check(run)
+    lost = tuning.lost_gain(recorded.runs if recorded else (), ratio)
+    if lost and not dlperf.updating:
+        pytest.fail(f"{framework} {name} ({setting.summary()}): {lost}", pytrace=False)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -65,7 +67,34 @@ def test_images_are_learnable_class_patterns(tiny):
             assert int(np.argmin([np.abs(x - m).mean() for m in means])) == c
 
 
-@pytest.mark.parametrize("bad", [dict(num_classes=1), dict(image_size=4), dict(quality=100), dict(noise=-1.0)])
+def test_label_noise_files_a_fixed_share_of_each_class_elsewhere_and_keeps_the_pixels(tiny, tmp_path):
+    """A nearest-mean classifier built on the clean set finds each image's pattern class; in the noisy
+    set exactly the stated share of val images sits in another class's folder, so the best possible
+    top-1 is ``top1_ceiling``; the pixels are those of the clean set."""
+    from PIL import Image
+
+    noisy_spec = ImageSetSpec(num_classes=3, train_per_class=4, val_per_class=4, image_size=16, label_noise=0.25)
+    clean = make_image_folders(dataclasses.replace(noisy_spec, label_noise=0.0), tmp_path / "clean")
+    noisy = make_image_folders(noisy_spec, tmp_path / "noisy")
+    assert noisy_spec.top1_ceiling == 0.75 and noisy.name != clean.name
+
+    def contents(folder, split):
+        return {f.name: (int(f.parent.name[-3:]), f.read_bytes()) for f in (folder / split).rglob("*.jpg")}
+
+    for split, per_class in (("train", 4), ("val", 4)):
+        before, after = contents(clean, split), contents(noisy, split)
+        assert {name: data for name, (_, data) in before.items()} == {name: data for name, (_, data) in after.items()}
+        moved = [name for name in before if before[name][0] != after[name][0]]
+        assert len(moved) == 3 * round(0.25 * per_class)  # one image of each class
+    means = [np.mean([np.asarray(Image.open(f), dtype=np.float32) for f in (clean / "train" / f"class_{c:03d}")
+                      .glob("*.jpg")], axis=0) for c in range(3)]
+    right = [int(np.argmin([np.abs(np.asarray(Image.open(f), dtype=np.float32) - m).mean() for m in means]))
+             == int(f.parent.name[-3:]) for f in (noisy / "val").rglob("*.jpg")]
+    assert sum(right) / len(right) == noisy_spec.top1_ceiling
+
+
+@pytest.mark.parametrize("bad", [dict(num_classes=1), dict(image_size=4), dict(quality=100), dict(noise=-1.0),
+                                 dict(label_noise=-0.1), dict(num_classes=2, label_noise=0.5)])
 def test_bad_spec_is_refused(bad):
     with pytest.raises(DatasetError):
         ImageSetSpec(**bad)

@@ -21,7 +21,8 @@ def test_gpu_fixture_skips_with_the_reason_without_a_gpu(pytester: pytest.Pytest
     pytester.makepyfile("""
         import pytest
 
-        def test_unmarked(gpu): pass
+        @pytest.mark.gpu
+        def test_one(gpu): pass
 
         @pytest.mark.gpu(count=2)
         def test_two(gpu): pass
@@ -34,12 +35,16 @@ def test_gpu_fixture_skips_with_the_reason_without_a_gpu(pytester: pytest.Pytest
 
 def test_gpu_fixture_describes_the_device_and_holds_its_lock_for_the_test(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    monkeypatch.setattr(fixtures, "gpus", lambda: (Gpu("NVIDIA H100 80GB HBM3", "550.54", 81559),))
+    h100 = (Gpu("NVIDIA H100 80GB HBM3", "550.54", 81559),)
+    monkeypatch.setattr(fixtures, "gpus", lambda: h100)
+    monkeypatch.setattr("pytest_dlperf.plugin.markers.gpus", lambda: h100)
     monkeypatch.setenv("DLPERF_LOCK_DIR", str(tmp_path / "locks"))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     pytester.makepyfile("""
+        import pytest
         from pytest_dlperf.processes.devicelock import holders
 
+        @pytest.mark.gpu
         def test_on_gpu(gpu, request):
             assert gpu.describe() == "NVIDIA H100 80GB HBM3 (81559 MiB, driver 550.54)"
             assert gpu.count == 1
@@ -78,8 +83,9 @@ def test_precision_fixture_gives_one_test_per_precision_with_readable_ids(pytest
 @pytest.mark.parametrize("source, message", [
     ("@pytest.mark.precision('fp32')\ndef test_x(): pass",
      "*precision: drives the precision fixture, which this test does not ask for: add a 'precision' argument*"),
-    ("def test_x(precision): pass",
-     "*the precision fixture needs @pytest.mark.precision(...) naming the precisions to run*"),
+    ("def test_x(precision): pass", "*the precision fixture needs @pytest.mark.precision on the test*"),
+    ("def test_x(gpu): pass", "*the gpu fixture needs @pytest.mark.gpu on the test*"),
+    ("def test_x(distributed): pass", "*the distributed fixture needs @pytest.mark.distributed on the test*"),
     ("@pytest.mark.precision('fp8')\ndef test_x(precision): pass", "*precision: 'fp8' is not allowed*"),
     ("@pytest.mark.distributed(workers=2)\ndef test_x(): pass",
      "*distributed: drives the distributed fixture, which this test does not ask for*"),
@@ -89,13 +95,35 @@ def test_precision_fixture_gives_one_test_per_precision_with_readable_ids(pytest
      "*distributed: rate 'fast' is not a tc rate; write e.g. '100mbit'*"),
     ("@pytest.mark.distributed(hosts=2)\ndef test_x(distributed): pass",
      "*distributed: takes only workers=, launcher= and rate=*"),
-], ids=["precision-marker-without-fixture", "precision-fixture-without-marker", "unknown-precision",
+], ids=["precision-marker-without-fixture", "precision-fixture-without-marker", "gpu-fixture-without-marker",
+        "distributed-fixture-without-marker", "unknown-precision",
         "distributed-marker-without-fixture", "rate-without-netns", "bad-rate", "unknown-argument"])
 def test_marker_and_fixture_misuse_is_a_usage_error(pytester: pytest.Pytester, source: str, message: str) -> None:
     pytester.makepyfile("import pytest\n" + source + "\n")
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
-    assert result.ret in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERRUPTED), result.stdout.str()
-    pytest.LineMatcher((result.stdout.str() + "\n" + result.stderr.str()).splitlines()).fnmatch_lines([message])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    output = result.stdout.str() + "\n" + result.stderr.str()
+    pytest.LineMatcher(output.splitlines()).fnmatch_lines(["ERROR: " + message])
+    assert "Traceback" not in output and "pluggy/" not in output, output
+
+
+def test_a_gpu_marker_alone_selects_and_skips_without_devices(pytester: pytest.Pytester, monkeypatch) -> None:
+    """A ``gpu`` marker needs no fixture: it selects the test for ``-m gpu`` and skips it without devices
+    (``dlperf.scenario`` then trains on cuda; the fixture would add a whole-test lock)."""
+    monkeypatch.setattr("pytest_dlperf.plugin.markers.gpus", lambda: [])
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.gpu
+        def test_on_gpu():
+            pass
+
+        def test_on_cpu():
+            pass
+    """)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-m", "gpu", "-rs")
+    result.assert_outcomes(skipped=1, deselected=1)
+    result.stdout.fnmatch_lines(["*needs 1 CUDA device(s), found 0: run it on a GPU runner*"])
 
 
 def test_distributed_fixture_gives_local_hosts_and_skips_a_launcher_it_cannot_have(pytester: pytest.Pytester) -> None:

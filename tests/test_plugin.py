@@ -462,3 +462,30 @@ def test_a_scenario_that_pins_its_threads_is_filed_under_this_machine(pytester: 
                               "                        env={'OMP_PROC_BIND': 'close', 'OMP_PLACES': 'cores'})"))
     run(pytester, "--update-baselines").assert_outcomes(passed=1)
     assert sorted(p.name for p in (pytester.path / "baselines").glob("*.json")) == [f"{HW}.json"]
+
+
+def test_a_test_reads_its_own_stored_figure_and_knows_when_it_records(pytester: pytest.Pytester) -> None:
+    """``dlperf.stored(result, metric, label=)`` is the recorded baseline of one of the test's figures
+    (a derived one by its label), None before any is recorded; ``dlperf.updating`` says whether the run
+    records. The tuning test fails a setting the baseline recorded as faster with them."""
+    pytester.makepyfile(test_train="""
+import pytest
+from pytest_dlperf.judging.stats import PairedRatio
+
+@pytest.mark.framework("torch")
+def test_train(dlperf):
+    s = dlperf.scenario("torch", "resnet18", image_size=32, batch_size=4, warmup_steps=1, rounds=2,
+                        steps_per_round=1)
+    r = dlperf.run(s)
+    dlperf.speedup("tuned", PairedRatio((1.3,) * 4, 1.3, 1.2, 1.4, 0.95, units=2))
+    stored = dlperf.stored(r, "speedup", label="tuned")
+    mine = dlperf.stored(r, "throughput")
+    print("STORED", None if stored is None else stored.runs, mine is not None, dlperf.updating)
+    dlperf.check(r)
+""")
+    first = run(pytester, "-s", "--update-baselines")
+    first.assert_outcomes(passed=1)
+    first.stdout.fnmatch_lines(["*STORED None False True*"])
+    second = run(pytester, "-s")
+    second.assert_outcomes(passed=1)
+    second.stdout.fnmatch_lines(["*STORED (1.3,) True False*"])

@@ -7,7 +7,7 @@ import pytest
 from pytest_dlperf.child import environment
 from pytest_dlperf.judging import tuning
 from pytest_dlperf.scenario import Scenario
-from pytest_dlperf.judging.stats import paired_ratio
+from pytest_dlperf.judging.stats import PairedRatio, paired_ratio
 
 BIG = tuning.Topology(usable_cpus=36, physical_cores=18, numa_nodes=2)  # the seed's c4.8xlarge, one socket view
 SMALL = tuning.Topology(usable_cpus=2, physical_cores=2, numa_nodes=1)
@@ -159,3 +159,24 @@ def test_table_lines():
                                  ("omp", "OMP_NUM_THREADS=2", 12.5, 1.25)])
     assert lines[0].split() == ["setting", "img/s", "speedup", "settings"]
     assert "1.25x" in lines[2] and "-" in lines[1]
+
+
+def _ratio(estimate: float, low: float, high: float) -> PairedRatio:
+    return PairedRatio(ratios=(estimate,) * 20, estimate=estimate, low=low, high=high, confidence=0.95, units=4)
+
+
+@pytest.mark.parametrize("recorded, now, lost", [
+    ((1.23,), (1.00, 0.97, 1.03), True),          # recorded faster, now the same as the default
+    ((1.20, 1.25), (0.90, 0.87, 0.93), True),     # ... or slower
+    ((1.20, 1.25), (1.04, 1.01, 1.07), False),    # the interval still reaches a gain: the stored gate judges
+    ((1.20, 1.25), (1.22, 1.18, 1.26), False),    # still faster
+    ((1.04,), (0.97, 0.95, 0.99), False),         # never recorded beyond the threshold
+    ((1.30, 1.02), (0.97, 0.95, 0.99), False),    # ... not in every recorded run
+    ((), (0.50, 0.45, 0.55), False),              # nothing recorded
+])
+def test_a_gain_the_baseline_recorded_fails_once_this_run_rules_it_out(recorded, now, lost):
+    message = tuning.lost_gain(recorded, _ratio(*now))
+    assert (message is not None) == lost
+    if lost:
+        assert message.startswith("no longer faster than the default: ")
+        assert f"{now[0]:.3f}x [{now[1]:.3f}, {now[2]:.3f}]" in message and "baseline" in message

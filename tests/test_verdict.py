@@ -165,6 +165,9 @@ def test_resolve_weighs_the_pool_at_most_prior_df() -> None:
     ("throughput", 0.60, 0.50, 0.05, 0.05),   # dlperf.check(tolerance=...) wins over both
     ("compile_time", 0.05, None, None, 0.25),  # compile times are never held tighter than 25%
     ("peak_host_memory", 0.05, None, None, 0.05),
+    ("accuracy_top1", 0.10, None, None, 0.03),  # accuracies are not held to a tolerance sized for timing
+    ("accuracy_top1", 0.10, 0.08, None, 0.08),  # ... a marker still widens them
+    ("accuracy_top5", 0.10, None, 0.01, 0.01),
 ])
 def test_the_floor_follows_one_precedence(metric, run, marker, explicit, expected):
     assert floor_for(metric, run, marker, explicit) == expected

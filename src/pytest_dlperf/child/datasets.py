@@ -58,6 +58,9 @@ class ImageSetSpec:
     #: Standard deviation of the per-pixel noise, in units of the template's (which is 1).
     noise: float = 0.8
     quality: int = 90
+    #: The fraction of each class's images, in each split, filed under another class: a model that
+    #: tells every pattern apart reaches top-1 ``1 - label_noise`` on val, and no model can do better.
+    label_noise: float = 0.0
 
     def __post_init__(self) -> None:
         for name, low in (("num_classes", 2), ("train_per_class", 1), ("val_per_class", 1), ("image_size", 8)):
@@ -68,6 +71,14 @@ class ImageSetSpec:
             raise DatasetError(f"quality={self.quality!r} must be a JPEG quality between 1 and 95")
         if not self.noise >= 0:
             raise DatasetError(f"noise={self.noise!r} must be >= 0")
+        if not 0 <= self.label_noise < 1 - 1 / self.num_classes:
+            raise DatasetError(f"label_noise={self.label_noise!r} must be >= 0 and below 1 - 1/num_classes "
+                               f"({1 - 1 / self.num_classes:.2f}), where the true class is no longer the most common")
+
+    @property
+    def top1_ceiling(self) -> float:
+        """The val top-1 of a model that classifies every pattern right: the relabelled images count wrong."""
+        return 1 - round(self.label_noise * self.val_per_class) / self.val_per_class
 
     @property
     def name(self) -> str:
@@ -93,16 +104,23 @@ def _encode_jpeg(pixels: np.ndarray, quality: int) -> bytes:
 
 
 def _images(spec: ImageSetSpec, split: str) -> Iterator[tuple[int, int, bytes]]:
-    """(class, index within class, JPEG bytes) for one split, reproducibly."""
+    """(label, index unique within the split, JPEG bytes) for one split, reproducibly: the first
+    ``label_noise`` of each class's images are labelled with another class, drawn from the seed."""
     templates = class_templates(spec.num_classes, spec.image_size, spec.seed)  # (C, 3, H, W)
     per_class = spec.train_per_class if split == "train" else spec.val_per_class
+    relabelled = round(spec.label_noise * per_class)
     rng = np.random.default_rng([spec.seed, SPLITS.index(split)])
-    for label in range(spec.num_classes):
-        pattern = templates[label].transpose(1, 2, 0)  # HWC
+    # its own stream, so the pixels of a data set do not depend on its label noise
+    relabel = np.random.default_rng([spec.seed, SPLITS.index(split), 1])
+    for pattern_class in range(spec.num_classes):
+        pattern = templates[pattern_class].transpose(1, 2, 0)  # HWC
         for i in range(per_class):
             noisy = pattern + spec.noise * rng.standard_normal(pattern.shape, dtype=np.float32)
             pixels = np.clip(MID + SCALE * noisy, 0, 255).astype(np.uint8)
-            yield label, i, _encode_jpeg(pixels, spec.quality)
+            label = pattern_class
+            if i < relabelled:
+                label = (pattern_class + int(relabel.integers(1, spec.num_classes))) % spec.num_classes
+            yield label, pattern_class * per_class + i, _encode_jpeg(pixels, spec.quality)
 
 
 def _read_spec(folder: Path) -> ImageSetSpec | None:

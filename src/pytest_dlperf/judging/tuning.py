@@ -160,6 +160,21 @@ def seed_003_settings(
 EFFECT_THRESHOLD = 0.05
 
 
+def lost_gain(recorded: Sequence[float], ratio: PairedRatio) -> str | None:
+    """Why a setting the baseline recorded as faster than the default no longer is, or None.
+
+    Recorded as faster: every recorded run's speedup beyond :data:`EFFECT_THRESHOLD`. No longer faster:
+    this run's whole interval below ``1 + EFFECT_THRESHOLD`` (same as, or slower than, the default). An
+    interval that still reaches past the threshold is left to the stored speedup's own gate.
+    """
+    if not recorded or min(recorded) < 1 + EFFECT_THRESHOLD or ratio.high >= 1 + EFFECT_THRESHOLD:
+        return None
+    runs = f"{len(recorded)} recorded run{'s' * (len(recorded) != 1)}"
+    spread = f"{min(recorded):.2f}x" if len(recorded) == 1 else f"{min(recorded):.2f}-{max(recorded):.2f}x"
+    return (f"no longer faster than the default: {spread} in the baseline ({runs}), now {ratio.describe()}; "
+            f"a gain of {EFFECT_THRESHOLD:.0%} or more is outside this run's interval")
+
+
 def describe_effect(ratio: PairedRatio) -> str:
     """``0.91x [0.89, 0.93] (95% CI, 20 pairs) default: slower than default``."""
     kind = {SLOWER: "slower than default", FASTER: "faster than default", SAME: "no effect beyond the threshold",

@@ -13,8 +13,11 @@
   a ``tbf`` rate limit) and torn down after it, or the ``--dlperf-hostfile`` hosts of the
   ssh/mpi/slurm launchers. Skipped with the reason when they cannot be had here.
 
-A marker that names one of these fixtures without the test asking for it drives nothing,
-so it is a usage error (:func:`pytest_dlperf.plugin.markers.validate`); so is the fixture without its marker.
+A ``precision`` or ``distributed`` marker without its fixture drives nothing, so it is a usage
+error (:func:`pytest_dlperf.plugin.markers.validate`), and so is each of the three fixtures without its
+marker. A ``gpu`` marker alone is complete: it selects the test for ``-m gpu``, skips it without
+devices, and ``dlperf.scenario`` trains on ``cuda``, each run holding the device lock; the fixture
+adds the lock over the whole test and the devices' description.
 """
 
 from __future__ import annotations
@@ -64,11 +67,14 @@ def parametrize_precision(metafunc: pytest.Metafunc) -> None:
     if "precision" not in metafunc.fixturenames:
         return
     mark = metafunc.definition.get_closest_marker("precision")
+    # A missing or malformed marker is reported by markers.validate once collection is done: raised
+    # here, pytest would show it as a collection error behind its own traceback.
     if mark is None:
-        raise pytest.UsageError(
-            f"{metafunc.definition.nodeid}: the precision fixture needs @pytest.mark.precision(...) naming the "
-            f"precisions to run (usage: {markers.MARKERS['precision']})")
-    markers.check_precision(metafunc.definition, mark)
+        return
+    try:
+        markers.check_precision(metafunc.definition, mark)
+    except pytest.UsageError:
+        return
     names = list(dict.fromkeys(mark.args))
     metafunc.parametrize("precision", names, ids=names, indirect=True)
 

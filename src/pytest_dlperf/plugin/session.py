@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 import pytest
 
 from pytest_dlperf.plugin import markers
-from pytest_dlperf.judging.baselines import BaselineFileError, BaselineStore, entry_key, split_entry_key
+from pytest_dlperf.judging.baselines import Baseline, BaselineFileError, BaselineStore, entry_key, split_entry_key
 from pytest_dlperf.plugin.console import Console
 from pytest_dlperf.processes.devicelock import DeviceLockTimeout, announce_waits_with, device_lock, visible_gpus
 from pytest_dlperf.child.environment import gpus, hardware_key
@@ -427,6 +427,18 @@ class DlperfRun:
                         f"{hw} ({self._session.store.path(hw)}), and --dlperf-require-baselines is set. Record "
                         "them on this machine with pytest --update-baselines, then commit baselines/", pytrace=False)
         return verdicts
+
+    def stored(self, result: TrainingResult, metric: str, label: str | None = None) -> Baseline | None:
+        """The stored baseline of one of this test's figures on ``result``'s machine (``label``: a
+        derived figure's, such as a speedup's), or None when none is recorded."""
+        hw = result.environment.get("hardware_key", "unknown")
+        return self._session.store.lookup(hw, entry_key(self._item.nodeid, label or result.label, self.profile),
+                                          metric)
+
+    @property
+    def updating(self) -> bool:
+        """``--update-baselines``: this run records its figures instead of being judged by them."""
+        return bool(self._session.settings.update)
 
     @property
     def missing(self) -> list[Verdict]:

@@ -1,9 +1,9 @@
 """Paired, interleaved measurement: variants of a scenario take timed rounds in turn.
 
 A figure compared with a stored baseline carries the machine's drift between the two
-runs (12-43% on a shared 2-core VM); two variants measured back to back, round after
-round, share it. Each variant runs in ``processes`` persistent children (so one
-process's memory-layout luck cannot decide) that build and warm up once, then wait.
+runs (docs/method.md); two variants measured back to back, round after round, share it.
+Each variant runs in ``processes`` persistent children (so one process's memory-layout
+luck cannot decide) that build and warm up once, then wait.
 The parent asks one child at a time for one timed round, in a balanced order: pair
 ``i`` uses process ``i % processes`` of every variant, the variants in the order of a
 Williams design's rows (two variants: A0 B0 A1 B1 | B0 A0 B1 A1 | ...), so each variant
@@ -122,20 +122,17 @@ def build_order(variants: int, processes: int, generation: int = 0) -> list[tupl
     """The (variant, process) order a group's children are started in: process by process, the
     variants of each in a Williams row (:func:`williams_rows`) that moves on with every process and
     every generation. Built one at a time, the child started first idles longest before its first
-    round (on this VM the first-built variant's early rounds came out slow even after the re-warm);
-    in this order no variant's children are always the first or the last built: over every
-    ``len(williams_rows(variants))`` processes, counted across generations, each variant's build
+    round (its early rounds can come out slow even after the re-warm); in this order no variant's
+    children are always the first or the last built: over every ``len(williams_rows(variants))``
+    processes, counted across generations, each variant's build
     positions sum to the same (2 variants, 2 processes: A0 B0 B1 A1 in every generation)."""
     rows = williams_rows(variants)
     return [(v, p) for p in range(processes) for v in rows[(p + generation * processes) % len(rows)]]
 
 
 #: How many children of a CPU group may build and warm up at once, by framework (others: 1).
-#: Measured on the 2-core VM (a paired group of 2 variants x 2 processes, ResNet-50 at 32 px, batch 8,
-#: 2026-11-24, each phase of run_paired timed): TensorFlow's children were built and warm in 41.2 s one at
-#: a time, 21.3 s two at a time (its build is one busy Python thread: a child used 13.2 s of CPU in
-#: 12.4 s); MXNet's in 8.9 s and 19.0 s, torch's (4 children run alone) in 20-22 s and 92-127 s:
-#: their warm-up steps' OpenMP threads, two per child, spin and starve each other on 2 cores.
+#: TensorFlow's build is one busy Python thread, so two share the cores well; torch's and MXNet's
+#: warm-up steps run OpenMP threads that spin and starve each other (docs/method.md has the timings).
 CPU_BUILD_WIDTH = {"tensorflow": 2}
 
 
@@ -258,10 +255,9 @@ def child_file_stem(key: str, index: int) -> str:
 
     The paths are the child's argv, and the length of a process's argv and environment moves
     where its stack starts, which alone can shift a CPU figure by a few percent (Mytkowicz et al.,
-    "Producing wrong data without doing anything obviously wrong!", ASPLOS 2009). They were named
-    after the label ("reference.p0" vs "aa.p0"), while an unchanged copy read 1.014-1.090x over the
-    reference in verdict-power trials on this VM; with this digest and :func:`build_order` it read
-    0.986-1.040x (README, "How good is it?"). A digest of the label keeps every variant's argv alike."""
+    "Producing wrong data without doing anything obviously wrong!", ASPLOS 2009): named after the
+    label, an unchanged copy read faster than its reference (docs/evidence.md, "Verdict power").
+    A digest of the label keeps every variant's argv alike."""
     return f"{hashlib.sha1(key.encode()).hexdigest()[:12]}.p{index:03d}"
 
 
