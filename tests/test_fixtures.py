@@ -107,6 +107,18 @@ def test_marker_and_fixture_misuse_is_a_usage_error(pytester: pytest.Pytester, s
     assert "Traceback" not in output and "pluggy/" not in output, output
 
 
+def test_a_parametrized_argument_named_like_a_fixture_is_the_tests_own(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.parametrize("gpu", ["a100", "h100"])
+        @pytest.mark.parametrize("precision", ["fp32"])
+        def test_x(gpu, precision):
+            assert gpu in ("a100", "h100") and precision == "fp32"
+    """)
+    pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=2)
+
+
 def test_a_gpu_marker_alone_selects_and_skips_without_devices(pytester: pytest.Pytester, monkeypatch) -> None:
     """A ``gpu`` marker needs no fixture: it selects the test for ``-m gpu`` and skips it without devices
     (``dlperf.scenario`` then trains on cuda; the fixture would add a whole-test lock)."""

@@ -38,12 +38,11 @@ def test_h100_with_the_cu112_wheel_names_the_gpu_and_the_wheels_architectures():
     assert "mxnet-cu117" in mxnet_core.unsupported_gpu([H100], "mxnet-cu117", "1.9.1")
 
 
-# Not named gpu: the plugin takes a test argument of that name for its gpu fixture.
-@pytest.mark.parametrize("device", [A100, GpuCapability("NVIDIA GeForce RTX 4090", 8, 9),
-                                    GpuCapability("Tesla T4", 7, 5), GpuCapability("Tesla V100-SXM2-16GB", 7, 0)])
-def test_a_gpu_the_wheel_has_sass_for_is_not_skipped(device):
+@pytest.mark.parametrize("gpu", [A100, GpuCapability("NVIDIA GeForce RTX 4090", 8, 9),
+                                 GpuCapability("Tesla T4", 7, 5), GpuCapability("Tesla V100-SXM2-16GB", 7, 0)])
+def test_a_gpu_the_wheel_has_sass_for_is_not_skipped(gpu):
     # sm_89 and sm_75 run the sm_86 and sm_70 SASS: same major, newer minor
-    assert mxnet_core.unsupported_gpu([device], "mxnet-cu112", "1.9.1") is None
+    assert mxnet_core.unsupported_gpu([gpu], "mxnet-cu112", "1.9.1") is None
 
 
 def test_one_gpu_without_kernels_among_several_is_the_one_named():

@@ -151,8 +151,11 @@ def validate(item: pytest.Item) -> list[str]:
             _needs_fixture(item, mark)
         elif mark.name == "slow" and (mark.args or mark.kwargs):
             raise _usage(item, mark, "takes no arguments")
+    # a test's own parametrized argument of one of these names is its value, not the plugin's fixture
+    parametrized = getattr(getattr(item, "callspec", None), "params", {})
     for name in ("gpu", "precision", "distributed"):
-        if name in getattr(item, "fixturenames", ()) and item.get_closest_marker(name) is None:
+        if (name in getattr(item, "fixturenames", ()) and name not in parametrized
+                and item.get_closest_marker(name) is None):
             raise pytest.UsageError(f"{item.nodeid}: the {name} fixture needs @pytest.mark.{name} on the test "
                                     f"(usage: {MARKERS[name]})")
     tolerance_of(item)
