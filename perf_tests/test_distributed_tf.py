@@ -33,8 +33,9 @@ SCALING = dict(model="convnet_bn", batch_size=16, image_size=32, num_classes=10,
 ACCURACY_MARGIN = 0.15
 #: Above chance (10 classes) by a wide margin: the single worker really learned.
 MIN_TOP1 = 0.5
-#: 2 ranks x 1 thread on a 2-core machine, loopback or veth: at least this weak-scaling efficiency.
-MIN_EFFICIENCY = {"loopback": 0.3, "netns": 0.3}
+#: 2 ranks x 1 thread on a 2-core machine, loopback or veth: at least this weak-scaling efficiency,
+#: about 25% below the lowest measured on the 2-core VMs (docs/evidence.md, "Data-parallel scaling").
+MIN_EFFICIENCY = {"loopback": 0.54, "netns": 0.52}
 RATE = "1gbit"
 CLAIM = ScalingClaim(min_efficiency=MIN_EFFICIENCY, accuracy_margin=ACCURACY_MARGIN, min_top1=MIN_TOP1,
                      rate=RATE)

@@ -39,10 +39,8 @@ ACCURACY_MARGIN = 0.15
 #: Above chance (10 classes) by a wide margin: the single worker really learned.
 MIN_TOP1 = 0.5
 #: 2 ranks x 1 thread on a 2-core machine, loopback or veth: at least this weak-scaling efficiency
-#: (paired per-worker ratio; fails when stats.decide calls it below the floor). Measured on the 2-core
-#: VM with another session's tests running beside it (niced): loopback 0.517x [0.471, 0.580], 0.461x
-#: [0.390, 0.533], 0.455x [0.398, 0.537]; netns 0.467x [0.421, 0.508]. The floor sits ~25% below the
-#: lowest, where a quiet run (no other work beside it) should never fall.
+#: (paired per-worker ratio; fails when stats.decide calls it below the floor), about 25% below the
+#: lowest measured on the 2-core VMs (docs/evidence.md, "Data-parallel scaling").
 MIN_EFFICIENCY = {"loopback": 0.35, "netns": 0.35}
 #: Pairs of timed rounds: each job's 2 epochs split into this many rounds (1 worker: 128 steps,
 #: 6 a round after 8 warm-up steps; 2 workers: 64 steps, 3 a round after 4), so it is fixed here,

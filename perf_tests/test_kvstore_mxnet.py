@@ -44,7 +44,9 @@ SCALING = dict(model="resnet18_v1", batch_size=16, image_size=32, num_classes=10
                train_samples=1024, val_samples=512, noise=2.0, epochs=2, warmup_steps=2, rounds=4, threads=1)
 ACCURACY_MARGIN = 0.15
 MIN_TOP1 = 0.5
-MIN_EFFICIENCY = {"loopback": 0.25, "netns": 0.25}
+#: 2 ranks x 1 thread on a 2-core machine: about 25% below the lowest weak-scaling efficiency measured
+#: on the 2-core VMs (docs/evidence.md, "Data-parallel scaling").
+MIN_EFFICIENCY = {"loopback": 0.37, "netns": 0.37}
 RATE = "1gbit"
 CLAIM = ScalingClaim(min_efficiency=MIN_EFFICIENCY, accuracy_margin=ACCURACY_MARGIN, min_top1=MIN_TOP1,
                      rate=RATE)
