@@ -36,8 +36,8 @@ one interleaved group of four variants of the same scenario, each in ``--process
 children: the reference, an unchanged copy (A/A), and two copies whose every step is slowed by
 5% and 10% of its own duration (``bench/slowed_worker.py``: a host busy-wait, real work in the
 step). Each copy's paired ratio over the reference is decided by ``stats.decide`` at
-``--threshold`` (default 5%, the A/B default): a false alarm is an A/A "slower", a detection a
-slowed copy's "slower". The cost of a paired comparison is set against two sequential runs of
+``--threshold`` (default 5%, the A/B default): a false alarm is an A/A "regression", a detection a
+slowed copy's "regression". The cost of a paired comparison is set against two sequential runs of
 the same scenario (``runner.run_scenario``), timed once at the start.
 """
 
@@ -384,7 +384,8 @@ def process_luck(trials: Sequence[dict[str, Any]], processes: int) -> None:
 
 
 def paired_report(data: dict[str, Any], describe: str) -> int:
-    from pytest_dlperf.judging.stats import FASTER, SLOWER, PairedRatio, decide
+    from pytest_dlperf.judging.outcomes import IMPROVEMENT, REGRESSION
+    from pytest_dlperf.judging.stats import PairedRatio, decide
 
     trials = data["trials"]
     n = len(trials)
@@ -397,7 +398,7 @@ def paired_report(data: dict[str, Any], describe: str) -> int:
     for label, slowdown in PAIRED_VARIANTS:
         est = [t[label]["estimate"] for t in trials]
         width = [t[label]["high"] - t[label]["low"] for t in trials]
-        slower = sum(t[label]["decision"] == SLOWER for t in trials)
+        slower = sum(t[label]["decision"] == REGRESSION for t in trials)
         print(f"{label:<10} {slowdown:>8.0%} {slower:>6}/{n:<6} {statistics.median(est):>12.3f} "
               f"{min(est):>7.3f}-{max(est):<7.3f} {statistics.median(width):>15.3f}")
     print("\nthe same samples decided at other thresholds (false alarms = A/A called slower or faster):")
@@ -405,15 +406,16 @@ def paired_report(data: dict[str, Any], describe: str) -> int:
     for threshold in PAIRED_SWEEP:
         decided = {label: [decide(PairedRatio.from_dict(t[label]), threshold) for t in trials]
                    for label, _ in PAIRED_VARIANTS}
-        print(f"{threshold:>9.0%} {decided['aa'].count(SLOWER):>7}/{n:<2} {decided['aa'].count(FASTER):>7}/{n:<2} "
-              f"{decided['slowed_5'].count(SLOWER):>6}/{n:<2} {decided['slowed_10'].count(SLOWER):>7}/{n:<2}")
+        aa = decided["aa"]
+        print(f"{threshold:>9.0%} {aa.count(REGRESSION):>7}/{n:<2} {aa.count(IMPROVEMENT):>7}/{n:<2} "
+              f"{decided['slowed_5'].count(REGRESSION):>6}/{n:<2} {decided['slowed_10'].count(REGRESSION):>7}/{n:<2}")
     wall = statistics.median(t["wall_s"] for t in trials)
     per_comparison = wall / len(PAIRED_VARIANTS)
     print(f"cost: one trial (4 variants) {wall:.0f} s, i.e. {per_comparison:.0f} s per comparison against "
           f"{data['sequential_s']:.0f} s for two sequential runs ({per_comparison / data['sequential_s']:.1f}x)")
     process_luck(trials, data["processes"])
-    false_alarms = sum(t["aa"]["decision"] == SLOWER for t in trials)
-    caught = sum(t["slowed_10"]["decision"] == SLOWER for t in trials)
+    false_alarms = sum(t["aa"]["decision"] == REGRESSION for t in trials)
+    caught = sum(t["slowed_10"]["decision"] == REGRESSION for t in trials)
     return 0 if false_alarms == 0 and caught == n else 1
 
 

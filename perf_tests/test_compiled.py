@@ -43,7 +43,8 @@ import warnings
 import pytest
 
 from pytest_dlperf.plugin.settings import DEFAULT_AB_THRESHOLD as AB_THRESHOLD
-from pytest_dlperf.judging.stats import SLOWER, decide
+from pytest_dlperf.judging.outcomes import REGRESSION
+from pytest_dlperf.judging.stats import decide
 from pytest_dlperf.judging.tuning import SlowdownWarning
 
 #: CPU: processes per variant and pairs (see the module docstring for why fewer than the default).
@@ -101,12 +102,12 @@ def compare(dlperf, eager, *compiled, cpu: bool, request, claim: bool = True, pa
                   f"{run.throughput.value:.1f} vs {paired.results[eager.label].throughput.value:.1f} samples/s), "
                   f"beyond the {AB_THRESHOLD:.0%} threshold")
         if not claim:
-            if decide(ratio, AB_THRESHOLD) == SLOWER:
+            if decide(ratio, AB_THRESHOLD) == REGRESSION:
                 request.node.user_properties.append((f"dlperf.{s.label}.slower_than_{eager.label}",
                                                      f"{ratio.estimate:.3f}"))
                 warnings.warn(SlowdownWarning(slower), stacklevel=1)
             continue
-        assert decide(ratio, AB_THRESHOLD) != SLOWER, slower
+        assert decide(ratio, AB_THRESHOLD) != REGRESSION, slower
     return paired
 
 

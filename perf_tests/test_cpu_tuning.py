@@ -21,7 +21,8 @@ import pytest
 
 from pytest_dlperf.judging import tuning
 from pytest_dlperf.child.environment import memory_policy
-from pytest_dlperf.judging.stats import SLOWER, decide
+from pytest_dlperf.judging.outcomes import REGRESSION
+from pytest_dlperf.judging.stats import decide
 
 MODEL = "resnet50"  # the seed's model
 SMOKE = dict(image_size=32, batch_size=8, warmup_steps=2, steps_per_round=4)
@@ -101,7 +102,7 @@ def test_cpu_setting_against_default(dlperf, framework, name, request):
     dlperf.speedup(name, ratio)
     effect = tuning.describe_effect(ratio)
     request.node.user_properties.append((f"dlperf.{name}.judgement", effect))
-    if decide(ratio, tuning.EFFECT_THRESHOLD) == SLOWER:
+    if decide(ratio, tuning.EFFECT_THRESHOLD) == REGRESSION:
         request.node.user_properties.append((f"dlperf.{name}.slower_than_default", f"{ratio.estimate:.3f}"))
         warnings.warn(tuning.SlowdownWarning(
             f"{framework} {name} ({setting.summary()}) is SLOWER than the default: {effect}"), stacklevel=1)

@@ -30,7 +30,8 @@ from pytest_dlperf.child.environment import usable_cpus
 from pytest_dlperf.child.loaders import classify
 from pytest_dlperf.processes.paired import Variant
 from pytest_dlperf.plugin.settings import DEFAULT_AB_THRESHOLD as THRESHOLD
-from pytest_dlperf.judging.stats import SLOWER, decide
+from pytest_dlperf.judging.outcomes import REGRESSION
+from pytest_dlperf.judging.stats import decide
 from pytest_dlperf.child.worker import REAL_DATA, missing_capability
 
 MODEL = "resnet18"  # seed 001's data-bound model
@@ -142,7 +143,7 @@ def test_loader_is_not_the_bottleneck(dlperf, framework, data_root, request):
         dlperf.check(_speed_only(compute))
     else:
         dlperf.check(_speed_only(compute), _speed_only(effective))
-    assert decide(ratio, THRESHOLD) != SLOWER, (
+    assert decide(ratio, THRESHOLD) != REGRESSION, (
         f"{framework}: the loader alone cannot feed the model: loader-only/compute-only {ratio.describe()} "
         f"(paired rounds, {workers} loader workers; slower beyond the {THRESHOLD:.0%} threshold)")
     if dlperf.profile != "smoke":

@@ -14,7 +14,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_dlperf.plugin.settings import DEFAULT_AB_THRESHOLD as AB_THRESHOLD
-from pytest_dlperf.judging.stats import SLOWER, decide
+from pytest_dlperf.judging.outcomes import REGRESSION
+from pytest_dlperf.judging.stats import decide
 
 pytestmark = pytest.mark.framework("torch")
 
@@ -59,7 +60,7 @@ def test_tf32_and_bf16_on_gpu_are_not_slower_than_strict_fp32(dlperf, gpu):
     dlperf.check(fp32, tf32, bf16)
 
     assert bf16.loss_fell() and tf32.loss_fell()
-    assert decide(tf32_ratio, AB_THRESHOLD) != SLOWER, f"TF32 slower than strict FP32: {tf32_ratio.describe()}"
+    assert decide(tf32_ratio, AB_THRESHOLD) != REGRESSION, f"TF32 slower than strict FP32: {tf32_ratio.describe()}"
     assert bf16_ratio.estimate >= MIN_AMP_SPEEDUP, f"AMP bf16 only {bf16_ratio.describe()} FP32"
 
 

@@ -21,7 +21,8 @@ import pytest
 
 from pytest_dlperf.profiles import GPT_SIZES
 from pytest_dlperf.plugin.settings import DEFAULT_AB_THRESHOLD as AB_THRESHOLD
-from pytest_dlperf.judging.stats import SLOWER, decide
+from pytest_dlperf.judging.outcomes import REGRESSION
+from pytest_dlperf.judging.stats import decide
 
 pytestmark = pytest.mark.framework("torch")
 
@@ -113,4 +114,4 @@ def test_gpt2_small_compiled_is_not_slower_than_eager_on_gpu(dlperf, gpu, tmp_pa
     dlperf.check(*paired.results.values())
     for run in paired.results.values():
         assert_trains(run)
-    assert decide(ratio, AB_THRESHOLD) != SLOWER, f"compiled GPT-2 small is slower than eager: {ratio.describe()}"
+    assert decide(ratio, AB_THRESHOLD) != REGRESSION, f"compiled GPT-2 small is slower than eager: {ratio.describe()}"

@@ -186,8 +186,8 @@ def test_compare_exits_1_when_throughput_fell_beyond_its_noise(tmp_path, capsys)
     code, out, _ = run(capsys, "compare", str(old), str(new), *history_of(tmp_path))
     assert code == 1
     row = next(line for line in out.splitlines() if "::fp32" in line and " throughput " in line)
-    assert "100 img/s" in row and "90 img/s" in row and "-10.0%" in row and "WORSE" in row
-    assert "1 worse" in out
+    assert "100 img/s" in row and "90 img/s" in row and "-10.0%" in row and "REGRESSION" in row
+    assert "1 regression," in out
 
 
 def test_compare_without_noise_calls_a_change_inconclusive(tmp_path, capsys):
@@ -197,7 +197,7 @@ def test_compare_without_noise_calls_a_change_inconclusive(tmp_path, capsys):
     new = write_report(tmp_path / "new.xml", [amp_case(fp32=90.0)])
     code, out, _ = run(capsys, "compare", str(old), str(new))
     row = next(line for line in out.splitlines() if "::fp32" in line and " throughput " in line)
-    assert code == 0 and "inconclusive (noise unknown" in row and "0 worse" in out
+    assert code == 0 and "inconclusive (noise unknown" in row and "0 regressions" in out
 
 
 def test_compare_is_direction_aware(tmp_path, capsys):
@@ -205,12 +205,12 @@ def test_compare_is_direction_aware(tmp_path, capsys):
     faster = write_report(tmp_path / "faster.xml", [amp_case(fp32=120.0, amp=252.0, step_time=0.13)])
     code, out, _ = run(capsys, "compare", str(old), str(faster), *history_of(tmp_path))
     assert code == 0, out
-    assert "WORSE" not in out and out.count("better") >= 2
+    assert "REGRESSION" not in out and out.count("improvement") >= 2
     # Step time and memory going up are regressions even though the numbers grow.
     slower = write_report(tmp_path / "slower.xml", [amp_case(step_time=0.2, memory=2.5e9)])
     code, out, _ = run(capsys, "compare", str(old), str(slower), *history_of(tmp_path))
     assert code == 1
-    worse = [line.split()[1] for line in out.splitlines() if "WORSE" in line]
+    worse = [line.split()[1] for line in out.splitlines() if "REGRESSION" in line]
     assert sorted(worse) == ["peak_host_memory", "step_time"]
 
 
@@ -275,7 +275,7 @@ def test_compare_judges_by_the_run_to_run_noise_of_the_history(tmp_path, capsys)
     assert code == 0 and "inconclusive" in row, out
     code, out = compare_once(tmp_path, capsys, old, new, *history_of(tmp_path, jitter=(0.995, 1.005, 1.0)))
     row = next(line for line in out.splitlines() if "::fp32" in line and " throughput " in line)
-    assert code == 1 and "WORSE (p=" in row and "±5.0%" in row, out
+    assert code == 1 and "REGRESSION (p=" in row and "±5.0%" in row, out
 
 
 def test_compare_gives_the_same_verdict_as_the_tests(tmp_path, capsys):
@@ -300,13 +300,13 @@ def test_compare_takes_the_direction_from_the_report_not_the_name(tmp_path, caps
         return sampled_case("fp32", "final_loss", [value], direction="lower", unit="")
     history = history_of(tmp_path, loss, jitter=(0.99, 1.01, 1.0))
     code, out = compare_once(tmp_path, capsys, loss(1.0), loss(1.3), *history)
-    assert code == 1 and "WORSE" in out and "direction from name" not in out
+    assert code == 1 and "REGRESSION" in out and "direction from name" not in out
     # A metric named like a time but recorded higher-is-better is judged as recorded.
     def saved(value):
         return sampled_case("x", "time_saved", [value], direction="higher", unit="s")
     history = history_of(tmp_path, lambda f: saved(10 * f))
     code, out = compare_once(tmp_path, capsys, saved(10), saved(13), *history)
-    assert code == 0 and " better" in out
+    assert code == 0 and " improvement" in out
 
 
 def test_compare_of_old_reports_says_how_it_judged(tmp_path, capsys):
@@ -316,7 +316,7 @@ def test_compare_of_old_reports_says_how_it_judged(tmp_path, capsys):
     assert code == 1
     assert "taken from the metric's name" in out
     row = next(line for line in out.splitlines() if " step_time " in line)
-    assert "WORSE" in row and "direction from name" in row
+    assert "REGRESSION" in row and "direction from name" in row
 
 
 def test_compare_judges_what_the_tests_judge_and_only_that(tmp_path, capsys):
@@ -336,7 +336,7 @@ def test_compare_judges_a_paired_speedup_by_its_estimate(tmp_path, capsys):
                             unit="x", interval=(value * 0.99, value * 1.01))
     code, out = compare_once(tmp_path, capsys, speedup(2.0), speedup(1.5),
                              *history_of(tmp_path, lambda f: speedup(2 * f)))
-    assert code == 1 and "-25.0%" in out and "WORSE" in out
+    assert code == 1 and "-25.0%" in out and "REGRESSION" in out
 
 
 def test_compare_on_a_real_report_judges_its_figures(tmp_path, capsys):
@@ -344,8 +344,8 @@ def test_compare_on_a_real_report_judges_its_figures(tmp_path, capsys):
     real = Path(__file__).parent / "data" / "perf-torch.xml"
     code, out, _ = run(capsys, "compare", str(real), str(real))
     assert code == 0
-    assert "0 worse, 0 better" in out and "direction from name" not in out
-    judged = [line for line in out.splitlines() if " same" in line]
+    assert "0 regressions, 0 improvements" in out and "direction from name" not in out
+    judged = [line for line in out.splitlines() if line.endswith(" no change")]
     assert len(judged) >= 15 and all("±" in line for line in judged)
     # The same report with the two-worker throughput halved, against two earlier runs 1% apart: worse.
     tests = read_reports([real])
@@ -361,7 +361,7 @@ def test_compare_on_a_real_report_judges_its_figures(tmp_path, capsys):
     code, out, _ = run(capsys, "compare", str(real), str(tmp_path / "slower.xml"),
                        "--history", str(tmp_path / "earlier1.xml"), str(tmp_path / "earlier2.xml"))
     row = next(line for line in out.splitlines() if "::two_workers_loopback" in line and " throughput " in line)
-    assert code == 1 and "-50.0%" in row and "WORSE (p=" in row, out
+    assert code == 1 and "-50.0%" in row and "REGRESSION (p=" in row, out
 
 
 # --- plot --------------------------------------------------------------------------------------
@@ -479,13 +479,13 @@ def test_a_report_written_by_pytest_is_summarised_and_compared(pytester, tmp_pat
     (baseline,) = [t for t in read_reports([report]) if t.test.endswith("[120.0]")]
     assert baseline.metrics[0].value == 120.0
     code, out, _ = run(capsys, "compare", str(report), str(report))
-    assert code == 0 and "2 metrics compared" in out and "0 worse" in out
+    assert code == 0 and "2 metrics compared" in out and "0 regressions" in out
 
 
 def test_summary_shows_a_b_ratios_and_paired_intervals(tmp_path, capsys):
     props = metric_props("fp32", "throughput", 95.0, "samples/s") + [
         ("dlperf.fp32.ab_ratio", "0.874112"), ("dlperf.fp32.ab_interval", "0.861 0.889"),
-        ("dlperf.fp32.ab_verdict", "slower"),
+        ("dlperf.fp32.ab_verdict", "regression"),
         ("dlperf.fp32.reference_software", "framework=torch framework_version=2.9.1"),
         ("dlperf.fp32.paired_ratio", "0.874112"), ("dlperf.fp32.pairs", "20"),
         *metric_props("setting", "speedup", 0.59, "x"), ("dlperf.setting.speedup.interval", "0.556 0.631"),
@@ -494,7 +494,8 @@ def test_summary_shows_a_b_ratios_and_paired_intervals(tmp_path, capsys):
     code, out, _ = run(capsys, "summary", str(report))
     assert code == 0
     assert "### A/B against the reference environment" in out
-    assert "| `perf_tests/test_fake.py::test_ab` | fp32 | 0.874x | [0.861, 0.889] | slower | framework=torch " in out
+    assert ("| `perf_tests/test_fake.py::test_ab` | fp32 | 0.874x | [0.861, 0.889] | regression | framework=torch "
+            in out)
     assert "| setting | speedup | 0.59 [0.556, 0.631] | x |" in out
     assert "| pairs |" not in out and "paired_ratio" not in out  # group bookkeeping is not a metric
 

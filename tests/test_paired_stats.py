@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from pytest_dlperf.judging import stats as stats_module
-from pytest_dlperf.judging.stats import (FASTER, INCONCLUSIVE, SAME, SLOWER, PairedRatio, _signed_rank_counts,
-                                         _signed_rank_k, decide, paired_ratio)
+from pytest_dlperf.judging.outcomes import IMPROVEMENT, INCONCLUSIVE, OK, REGRESSION
+from pytest_dlperf.judging.stats import PairedRatio, _signed_rank_counts, _signed_rank_k, decide, paired_ratio
 
 
 def naive_walsh(d):
@@ -180,14 +180,14 @@ def made(estimate: float, low: float, high: float) -> PairedRatio:
 @pytest.mark.parametrize(
     "ratio, expected",
     [
-        (made(0.85, 0.80, 0.90), SLOWER),
-        (made(1.20, 1.10, 1.30), FASTER),
+        (made(0.85, 0.80, 0.90), REGRESSION),
+        (made(1.20, 1.10, 1.30), IMPROVEMENT),
         (made(0.85, 0.70, 1.02), INCONCLUSIVE),  # beyond the threshold, but the interval includes no change
         (made(1.20, 0.99, 1.40), INCONCLUSIVE),
-        (made(0.95, 0.93, 0.97), SAME),  # interval excludes 1, but no change as large as the threshold fits
-        (made(1.05, 1.03, 1.07), SAME),
+        (made(0.95, 0.93, 0.97), OK),  # interval excludes 1, but no change as large as the threshold fits
+        (made(1.05, 1.03, 1.07), OK),
         (made(0.90, 0.85, 0.95), INCONCLUSIVE),  # at the threshold, with slowdowns beyond it in the interval
-        (made(1.00, 0.95, 1.05), SAME),
+        (made(1.00, 0.95, 1.05), OK),
         (made(0.99, 0.88, 1.10), INCONCLUSIVE),  # too wide to say either way: more process pairs would
     ],
 )
@@ -200,8 +200,8 @@ def test_decide_on_measured_pairs() -> None:
     reference = [rng.uniform(900.0, 1100.0) for _ in range(20)]
     slower = paired_ratio([r * 0.85 * math.exp(rng.gauss(0, 0.01)) for r in reference], reference)
     faster = paired_ratio([r * 1.25 * math.exp(rng.gauss(0, 0.01)) for r in reference], reference)
-    assert decide(slower, 0.05) == SLOWER
-    assert decide(faster, 0.05) == FASTER
+    assert decide(slower, 0.05) == REGRESSION
+    assert decide(faster, 0.05) == IMPROVEMENT
     # Six pairs, one of them faster: estimate well below 0.9 but the (full-range) CI contains 1.
     noisy = paired_ratio([70.0, 75.0, 80.0, 85.0, 105.0, 78.0], [100.0] * 6)
     assert noisy.estimate < 0.9 and noisy.low < 1 < noisy.high

@@ -245,7 +245,7 @@ def test_your_step_in_a_b_mode_runs_under_both_interpreters(pytester: pytest.Pyt
     result.assert_outcomes(passed=1)
     (test,) = read_reports([pytester.path / "report.xml"])
     assert "tiny_mlp" in test.ab and float(test.ab["tiny_mlp"]["ab_ratio"]) > 0
-    assert test.ab["tiny_mlp"]["ab_verdict"] in ("same", "faster", "slower", "inconclusive")
+    assert test.ab["tiny_mlp"]["ab_verdict"] in ("ok", "improvement", "regression", "inconclusive")
 
 
 @TORCH

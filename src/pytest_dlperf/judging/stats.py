@@ -15,13 +15,13 @@ from typing import Any, Mapping, Sequence
 
 from pytest_dlperf.summary import median
 from pytest_dlperf.judging.gates import t_quantile, unit_means
+from pytest_dlperf.judging.outcomes import IMPROVEMENT, INCONCLUSIVE, OK, REGRESSION
 
 
 # ---------------------------------------------------------------------------
 # Paired measurements: candidate and reference measured back to back (ABBA rounds)
 # ---------------------------------------------------------------------------
 
-SLOWER, FASTER, SAME, INCONCLUSIVE = "slower", "faster", "same", "inconclusive"
 
 
 @dataclass(frozen=True)
@@ -166,20 +166,21 @@ def paired_ratio(
 
 
 def decide(ratio: PairedRatio, threshold: float) -> str:
-    """SLOWER, FASTER, SAME or INCONCLUSIVE for a higher-is-better candidate/reference ratio.
+    """REGRESSION (slower), IMPROVEMENT (faster), OK (no change) or INCONCLUSIVE for a
+    higher-is-better candidate/reference ratio, in the vocabulary of :mod:`.outcomes`.
 
-    SLOWER needs estimate < 1 - threshold and high < 1; FASTER needs estimate > 1 + threshold
+    REGRESSION needs estimate < 1 - threshold and high < 1; IMPROVEMENT needs estimate > 1 + threshold
     and low > 1: the point estimate must pass the threshold *and* the interval exclude no change.
-    SAME needs the whole interval within [1 - threshold, 1 + threshold]: no change as large as
+    OK needs the whole interval within [1 - threshold, 1 + threshold]: no change as large as
     the threshold fits the evidence. Anything else is INCONCLUSIVE: the interval admits both no
     change and one beyond the threshold; more process pairs (generations) would decide it.
     """
     if not 0 < threshold < 1:
         raise ValueError(f"threshold must be between 0 and 1 (exclusive), got {threshold!r}")
     if ratio.estimate < 1 - threshold and ratio.high < 1:
-        return SLOWER
+        return REGRESSION
     if ratio.estimate > 1 + threshold and ratio.low > 1:
-        return FASTER
+        return IMPROVEMENT
     if ratio.low >= 1 - threshold and ratio.high <= 1 + threshold:
-        return SAME
+        return OK
     return INCONCLUSIVE

@@ -23,7 +23,8 @@ from typing import Any, Mapping, Sequence
 
 from pytest_dlperf.child.environment import numa_nodes, openmp_runtime_of, physical_cores, usable_cpus
 from pytest_dlperf.scenario import Scenario
-from pytest_dlperf.judging.stats import FASTER, INCONCLUSIVE, SAME, SLOWER, PairedRatio, decide
+from pytest_dlperf.judging.outcomes import IMPROVEMENT, INCONCLUSIVE, OK, REGRESSION
+from pytest_dlperf.judging.stats import PairedRatio, decide
 
 
 class SlowdownWarning(UserWarning):
@@ -177,7 +178,7 @@ def lost_gain(recorded: Sequence[float], ratio: PairedRatio) -> str | None:
 
 def describe_effect(ratio: PairedRatio) -> str:
     """``0.91x [0.89, 0.93] (95% CI, 20 pairs) default: slower than default``."""
-    kind = {SLOWER: "slower than default", FASTER: "faster than default", SAME: "no effect beyond the threshold",
+    kind = {REGRESSION: "slower than default", IMPROVEMENT: "faster than default", OK: "no effect beyond the threshold",
             INCONCLUSIVE: "inconclusive"}
     return f"{ratio.describe()} over default: {kind[decide(ratio, EFFECT_THRESHOLD)]}"
 

@@ -22,15 +22,14 @@ from typing import Any, Mapping, Sequence
 
 from pytest_dlperf.result import HIGHER, Metric
 from pytest_dlperf.judging.baselines import Baseline
+# the outcome words are imported from here by most callers
+from pytest_dlperf.judging.outcomes import IMPROVEMENT, INCONCLUSIVE, MISSING, OK, REGRESSION, UPDATED as UPDATED
 from pytest_dlperf.judging.gates import FAMILY_ALPHA, Gate, Pool, geometric_mean, resolve, two_sided_p
 
 #: The figures a test's ``dlperf.check`` judges against the baselines (the others are recorded only).
 CHECKED_METRICS = ("throughput", "peak_host_memory", "peak_device_memory", "accuracy_top1",
                    "accuracy_top5", "scaling_efficiency", "speedup", "compile_time", "compile_time_total",
                    "graph_breaks", "recompilations")
-#: The outcomes of a figure; ``ok`` is "no change".
-OK, REGRESSION, IMPROVEMENT, INCONCLUSIVE, MISSING, UPDATED = (
-    "ok", "regression", "improvement", "inconclusive", "missing", "updated")
 #: The unit of event counts, compared exactly.
 COUNT = "count"
 

@@ -8,7 +8,7 @@ from typing import Iterable, Sequence
 
 from pytest_dlperf.judging.baselines import BaselineStore
 from pytest_dlperf.units import count, readable
-from pytest_dlperf.judging.stats import FASTER, INCONCLUSIVE as PAIRED_INCONCLUSIVE, SAME, SLOWER, PairedRatio
+from pytest_dlperf.judging.stats import PairedRatio
 from pytest_dlperf.judging.verdict import IMPROVEMENT, INCONCLUSIVE, MISSING, OK, REGRESSION, UPDATED, Verdict
 
 HEADER = ("scenario", "metric", "observed", "baseline", "delta", "gate", "verdict")
@@ -137,5 +137,5 @@ def ab_lines(outcomes: Sequence[tuple[str, str, PairedRatio, str]], reference: s
             + [fmt.format(*row) for row in body]
             + ["", f"{count(len(outcomes), 'scenario')} compared with the reference "
                    f"(threshold {threshold:.0%}): "
-                   f"{c[SLOWER]} slower. {c[FASTER]} faster. {c[SAME]} same. "
-                   f"{c[PAIRED_INCONCLUSIVE]} inconclusive."])
+                   f"{c[REGRESSION]} slower (regression). {c[IMPROVEMENT]} faster (improvement). "
+                   f"{c[OK]} no change. {c[INCONCLUSIVE]} inconclusive."])

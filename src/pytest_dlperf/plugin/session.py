@@ -21,10 +21,10 @@ from pytest_dlperf.result import HIGHER, Metric, TrainingResult, metric_from, pa
 from pytest_dlperf.processes.runner import ScenarioFailed, run_loader_only, run_scenario
 from pytest_dlperf.scenario import Scenario, ScenarioError
 from pytest_dlperf.plugin.settings import Settings
-from pytest_dlperf.judging.stats import INCONCLUSIVE, SLOWER, PairedRatio, decide
+from pytest_dlperf.judging.stats import PairedRatio, decide
 from pytest_dlperf.judging.gates import family_alpha, floor_for
-from pytest_dlperf.judging.verdict import (CHECKED_METRICS, IMPROVEMENT, MISSING, REGRESSION, UPDATED, Verdict,
-                                           compare, failure_message)
+from pytest_dlperf.judging.verdict import (CHECKED_METRICS, IMPROVEMENT, INCONCLUSIVE, MISSING, REGRESSION, UPDATED,
+                                           Verdict, compare, failure_message)
 
 #: Metrics compared with baselines. The rest are recorded (JUnit, baselines on update) but not judged:
 #: achieved TFLOP/s is a multiple of throughput, and step time its reciprocal per step; judging them too
@@ -306,7 +306,7 @@ class DlperfRun:
         props.append((f"dlperf.{scenario.label}.reference_software",
                       " ".join(f"{k}={v}" for k, v in ref_software.items())))
         self._session.ab_outcomes.append((self._item.nodeid, scenario.label, ratio, verdict))
-        if verdict == SLOWER:
+        if verdict == REGRESSION:
             stacks = (f"candidate {_stack(software_of(result))} vs reference {_stack(ref_software)}")
             pytest.fail(f"A/B slower: {scenario.label} throughput candidate/reference {ratio.describe()}, "
                         f"beyond the {settings.ab_threshold:.0%} threshold; {stacks}\n"

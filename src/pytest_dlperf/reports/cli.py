@@ -36,7 +36,7 @@ from pytest_dlperf.judging.gates import Pool, floor_for
 from pytest_dlperf.judging.verdict import IMPROVEMENT, INCONCLUSIVE, OK, REGRESSION
 from pytest_dlperf.judging.verdict import compare as verdict_compare
 
-EXIT_OK, EXIT_WORSE, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_REGRESSION, EXIT_USAGE = 0, 1, 2
 OUTCOME_MARK = {"passed": "✅", "failed": "❌", "error": "💥", "skipped": "⏭️"}
 VERDICT_MARK = {"regression": "🔴 regression", "improvement": "🟢 improvement", "missing": "⚪ missing",
                 "updated": "🔵 updated", "ok": "ok", "inconclusive": "🟡 inconclusive"}
@@ -249,10 +249,10 @@ def cmd_summary(args: argparse.Namespace, out: TextIO) -> int:
 
 # --- compare -------------------------------------------------------------------------------------
 
-WORSE, BETTER, SAME, UNDECIDED, UNJUDGED = ("WORSE", "better", "same", "inconclusive",
-                                            "not judged (direction unknown)")
+UNJUDGED = "not judged (direction unknown)"
 RECORDED = "recorded (the tests do not judge it)"
-_STATUS = {REGRESSION: WORSE, IMPROVEMENT: BETTER, OK: SAME, INCONCLUSIVE: UNDECIDED}
+#: How the table shows each outcome (judging.outcomes' words; a regression in capitals, to be seen).
+_SHOWN = {REGRESSION: "REGRESSION", IMPROVEMENT: "improvement", OK: "no change", INCONCLUSIVE: "inconclusive"}
 
 
 @dataclass(frozen=True)
@@ -298,7 +298,7 @@ def judge(old: MetricRecord, new: MetricRecord, tolerance: float, history: Seque
     pool = Pool(new.noise, max((new.runs or 1) - 1, 0)) if new.noise is not None else None
     v = verdict_compare(new.test, new.label, metric, baseline, tolerance, pool=pool)
     basis = "recorded noise" if (pool is not None and pool.df) or history else "tolerance only"
-    return Change(_STATUS[v.status], v.delta, v.gate if v.gate is not None else v.tolerance, v.p_value,
+    return Change(v.status, v.delta, v.gate if v.gate is not None else v.tolerance, v.p_value,
                   basis=basis, guessed_direction=guessed)
 
 
@@ -327,13 +327,13 @@ def compare_rows(old: dict[tuple[str, str, str], MetricRecord], new: dict[tuple[
         counts["basis:" + change.basis] += 1 if change.status != UNJUDGED else 0
         counts["guessed"] += change.guessed_direction and change.status != UNJUDGED
         notes = [f"p={change.p_value:.3f}"] if change.p_value is not None else []
-        if change.basis == "tolerance only" and change.status == UNDECIDED:
+        if change.basis == "tolerance only" and change.status == INCONCLUSIVE:
             notes.append("noise unknown")
         if change.guessed_direction and change.status != UNJUDGED:
             notes.append("direction from name")
         tol = f"±{change.tolerance:.1%}" if change.tolerance is not None else "-"
         rows.append((name, metric, show(o.value, o.unit), show(n.value, n.unit), _pct(change.delta), tol,
-                     change.status + (f" ({', '.join(notes)})" if notes else "")))
+                     _SHOWN.get(change.status, change.status) + (f" ({', '.join(notes)})" if notes else "")))
     return rows, counts
 
 
@@ -362,22 +362,23 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
     rows, counts = compare_rows(old, new, args.threshold, history)
     for line in _table(("scenario", "metric", "old", "new", "delta", "tolerance", "change"), rows):
         print(line, file=out)
-    judged = counts[WORSE] + counts[BETTER] + counts[SAME] + counts[UNDECIDED]
+    judged = counts[REGRESSION] + counts[IMPROVEMENT] + counts[OK] + counts[INCONCLUSIVE]
     print("", file=out)
     print(f"{count(judged, 'metric')} compared (tolerance {args.threshold:.1%}, the tests' rule): "
-          f"{counts[WORSE]} worse, "
-          f"{counts[BETTER]} better, {counts[SAME]} within the tolerance, {counts[UNDECIDED]} inconclusive; "
+          f"{count(counts[REGRESSION], 'regression')}, {count(counts[IMPROVEMENT], 'improvement')}, "
+          f"{counts[OK]} no change, {counts[INCONCLUSIVE]} inconclusive; "
           f"{counts[UNJUDGED]} not judged, {counts[RECORDED]} recorded only (not judged by the tests either), "
           f"{counts['only in OLD']} only in {args.old}, "
           f"{counts['only in NEW']} only in {args.new}.", file=out)
     print("Judged as the tests judge a figure against its baseline (OLD as the baseline, one run): a change "
-          "beyond the tolerance is worse or better only beyond the figure's own run-to-run noise, as NEW's "
+          "beyond the tolerance is a regression or an improvement only beyond the figure's own run-to-run "
+          "noise, as NEW's "
           "test recorded it from its baseline history; where NEW recorded none, the noise is unknown and the "
           "change is inconclusive (docs/verdicts.md).", file=out)
     if counts["guessed"]:
         print(f"note: {counts['guessed']} metrics have no recorded direction (an older report): which way is "
               "better was taken from the metric's name.", file=out)
-    return EXIT_WORSE if counts[WORSE] else EXIT_OK
+    return EXIT_REGRESSION if counts[REGRESSION] else EXIT_OK
 
 
 # --- plot ----------------------------------------------------------------------------------------

@@ -16,7 +16,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from pytest_dlperf.judging.stats import SLOWER, decide
+from pytest_dlperf.judging.outcomes import REGRESSION
+from pytest_dlperf.judging.stats import decide
 from pytest_dlperf.processes.distributed.job import Job, JobResult
 from pytest_dlperf.processes.distributed.netns import rate_bits_per_second
 from pytest_dlperf.processes.distributed.results import as_training_result, param_bytes
@@ -75,7 +76,7 @@ def check_paired_workers(dlperf: Any, claim: ScalingClaim, network: str, batch_s
     The efficiency is the paired ratio of the N-worker job's per-worker round throughput over
     the 1-worker job's in the same pair (Hodges-Lehmann, Wilcoxon interval); it is stored as the
     ``speedup`` of ``per_worker_N_vs_1_<network>`` with its interval and the claimed floor. The
-    claim fails when ``stats.decide(ratio, 1 - floor)`` says SLOWER: the estimate below the floor
+    claim fails when ``stats.decide(ratio, 1 - floor)`` says REGRESSION: the estimate below the floor
     *and* the interval below 1 (the rule every paired ratio of the suite is judged by).
     ``check_single=False``: the 1-worker job was already recorded (a group with several N).
     """
@@ -98,7 +99,7 @@ def check_paired_workers(dlperf: Any, claim: ScalingClaim, network: str, batch_s
     print(summary)
     _assert_learned(claim, single, pair, acc1, acc2, summary)
     if floor is not None:
-        _require(decide(ratio, 1 - floor) != SLOWER, f"scaling efficiency below {floor}: {summary}")
+        _require(decide(ratio, 1 - floor) != REGRESSION, f"scaling efficiency below {floor}: {summary}")
     _assert_rate_limit(claim, network, batch_size, two_result, per_worker, summary)
     return summary
 
