@@ -53,6 +53,8 @@ def read_result(path: Path) -> dict[str, Any]:
         return {}
     return payload if isinstance(payload, dict) else {}
 
+
+#: Every process of a distributed job carries this variable, so its processes can be found and killed.
 JOB_MARKER = "DLPERF_JOB"
 HEARTBEAT = "[dlperf] step "
 #: The rank's payload comes back through the launcher's output on this line (no shared filesystem).
