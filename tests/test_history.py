@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from pytest_dlperf.reports import cli, history
-from pytest_dlperf.reports.junit import AB_FIELDS, LABEL_FIELDS, METRIC_FIELDS, PAIRED_FIELDS
+from pytest_dlperf.figures import AB_FIELDS, LABEL_FIELDS, METRIC_FIELDS, PAIRED_FIELDS
 
 DATA = Path(__file__).parent / "data" / "perf-torch.xml"
 

@@ -179,7 +179,8 @@ def test_summary_counts_a_test_once_over_framework_environments_in_units_people_
 
 
 def test_suite_figures_attach_to_their_test_case_and_a_prefix_is_allowed(tmp_path: Path) -> None:
-    from pytest_dlperf.reports.junit import suite_property_name, test_address
+    from pytest_dlperf.figures import suite_property_name
+    from pytest_dlperf.reports.junit import test_address
 
     assert test_address("perf_tests/test_x.py::TestA::test_b[p.1::x]") == ("perf_tests.test_x.TestA", "test_b[p.1::x]")
     nodeid = "perf_tests/test_x.py::test_a[resnet18]"

@@ -10,6 +10,7 @@ from pytest_dlperf.summary import Summary, median, summarize
 
 HIGHER = "higher"
 LOWER = "lower"
+SOFTWARE_KEYS = ("framework", "framework_version", "python", "cuda_version", "cudnn_version", "gpu_driver")
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,11 @@ class TrainingResult:
     @property
     def label(self) -> str:
         return self.scenario.label
+
+    @property
+    def software(self) -> dict[str, Any]:
+        """The software stack the figures were measured with (what a baseline records beside them)."""
+        return {k: self.environment[k] for k in SOFTWARE_KEYS if self.environment.get(k) is not None}
 
     @property
     def throughput(self) -> Metric:

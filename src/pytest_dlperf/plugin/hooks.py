@@ -8,8 +8,9 @@ from typing import Iterator
 import pytest
 
 from pytest_dlperf.plugin import benchmark, fixtures, markers, report, settings
-from pytest_dlperf.reports import junit
-from pytest_dlperf.plugin.session import DlperfRun, DlperfSession
+from pytest_dlperf import figures
+from pytest_dlperf.plugin.run import DlperfRun
+from pytest_dlperf.plugin.session import DlperfSession
 from pytest_dlperf.judging.verdict import IMPROVEMENT
 
 SESSION_KEY = pytest.StashKey[DlperfSession]()
@@ -45,7 +46,7 @@ def _junit_writer(config: pytest.Config) -> object | None:
 
 class SuiteFigures:
     """Moves a test's ``dlperf.*`` user properties to the JUnit ``<testsuite>``'s properties, named
-    after the test (:func:`junit.suite_property_name`), before pytest's writer sees the report: a
+    after the test (:func:`figures.suite_property_name`), before pytest's writer sees the report: a
     ``<testcase>`` with ``<properties>`` is invalid against junit-10.xsd (Jenkins xUnit)."""
 
     def __init__(self, xml: object):
@@ -53,13 +54,13 @@ class SuiteFigures:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        figures = [(n, v) for n, v in report.user_properties if junit.is_figure(n)]
-        if not figures:
+        own = [(n, v) for n, v in report.user_properties if figures.is_figure(n)]
+        if not own:
             return
-        report.user_properties = [(n, v) for n, v in report.user_properties if not junit.is_figure(n)]
+        report.user_properties = [(n, v) for n, v in report.user_properties if not figures.is_figure(n)]
         if report.when == "teardown":  # it carries every property the test recorded
-            for name, value in dict.fromkeys(figures):
-                self._xml.add_global_property(junit.suite_property_name(report.nodeid, name), value)  # type: ignore[attr-defined]
+            for name, value in dict.fromkeys(own):
+                self._xml.add_global_property(figures.suite_property_name(report.nodeid, name), value)  # type: ignore[attr-defined]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -25,7 +25,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from pytest_dlperf.reports.junit import LOWER, MetricRecord, TestRecord, own_records
+from pytest_dlperf.reports.junit import MetricRecord, TestRecord, own_records
+from pytest_dlperf.result import LOWER
 from pytest_dlperf.units import readable
 
 #: A systematic shift: at least this share of a group's figures moved the same way beyond their tolerance ...

@@ -33,7 +33,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from pytest_dlperf.reports.junit import HIGHER, LOWER, ReportError, direction_of, load, records
+from pytest_dlperf.reports.junit import ReportError, direction_of, load, records
+from pytest_dlperf.result import HIGHER, LOWER
 from pytest_dlperf.units import show
 
 #: Significance of a change point, Otava's default.

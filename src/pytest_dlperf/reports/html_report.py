@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from pytest_dlperf.reports.junit import (LOWER, MetricRecord, ReportError, TestRecord, all_skipped, load, own_records,
+from pytest_dlperf.reports.junit import (MetricRecord, ReportError, TestRecord, all_skipped, load, own_records,
                                          records, skipped_note)
 from pytest_dlperf.reports.digest import (SHIFT_MIN_FIGURES, SHIFT_SHARE, Digest, better_change, digest, key_of,
                                           noise_unknown, paired_evidence, paired_text, unit_scales)
+from pytest_dlperf.result import LOWER
 from pytest_dlperf.units import count, show
 
 #: At most this many runs in the history table (the newest ones).

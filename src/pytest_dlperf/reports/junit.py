@@ -1,20 +1,10 @@
 """Reading pytest-dlperf's figures back out of JUnit XML reports, and merging reports.
 
-Each test's figures travel as its ``item.user_properties`` (so pytest-xdist carries them from the
-workers)::
-
-    dlperf.hardware                     machine key the figures belong to
-    dlperf.<label>.scenario             the scenario, in words
-    dlperf.<label>.software             framework=... framework_version=... python=...
-    dlperf.<label>.<metric>             median of the samples
-    dlperf.<label>.<metric>.iqr|.n|.unit|.verdict|.baseline|.direction
-
-In the JUnit file they are properties of the ``<testsuite>``, each named after its test:
-``<node id>::dlperf.<label>.<metric>`` (:func:`suite_property_name`; the plugin moves them there as
-the report is written). A ``<testcase>`` may hold no ``<properties>`` in the Jenkins xUnit plugin's
-schema ``junit-10.xsd``, and that plugin skips an invalid file; pytest's default (xunit2) puts
-``user_properties`` there. Reports from before that change, with the figures in each ``<testcase>``,
-read the same.
+The names are :mod:`pytest_dlperf.figures`'s (the plugin writes them with it): properties of the
+``<testsuite>``, each named after its test (``<node id>::dlperf.<label>.<metric>``). A
+``<testcase>`` may hold no ``<properties>`` in the Jenkins xUnit plugin's schema ``junit-10.xsd``,
+and that plugin skips an invalid file; pytest's default (xunit2) puts ``user_properties`` there.
+Reports from before that change, with the figures in each ``<testcase>``, read the same.
 
 This module turns those back into records; the CLI formats them.
 """
@@ -31,16 +21,11 @@ from typing import Iterable, Sequence
 from junitparser import Error, Failure, JUnitXml, JUnitXmlError, Properties, Skipped, TestCase, TestSuite
 from junitparser.junitparser import etree
 
-PREFIX = "dlperf."
-#: Suffixes of ``dlperf.<label>.<metric>.<suffix>``: facts about one metric.
-METRIC_FIELDS = ("iqr", "n", "unit", "verdict", "baseline", "direction", "interval", "samples", "tolerance", "floor",
-                 "detectable", "noise", "runs")
-#: ``dlperf.<label>.<key>`` that describe a scenario rather than measure it.
-LABEL_FIELDS = ("scenario", "software", "workers")
-#: A/B mode (``--dlperf-reference``): ``dlperf.<label>.<key>`` of the comparison with the reference.
-AB_FIELDS = ("ab_ratio", "ab_interval", "ab_verdict", "reference_software")
-PAIRED_FIELDS = ("paired_ratio", "paired_interval", "paired_over", "pairs")
-HIGHER, LOWER = "higher", "lower"
+from pytest_dlperf import figures
+from pytest_dlperf.figures import AB_FIELDS, PAIRED_FIELDS, split_suite_property
+from pytest_dlperf.result import HIGHER, LOWER
+
+
 #: Name fragments that say which way is better, checked in this order (``time_to_accuracy`` is a time).
 _LOWER_WORDS = ("time", "memory", "latency", "seconds", "bytes")
 _HIGHER_WORDS = ("throughput", "speedup", "accuracy", "efficiency", "tflops", "flops", "samples_per")
@@ -175,20 +160,7 @@ def merge(inputs: Sequence[str | Path]) -> JUnitXml:
     return merged
 
 
-def is_figure(name: str) -> bool:
-    """A ``user_properties`` name the plugin wrote (``dlperf.*``)."""
-    return name.startswith(PREFIX)
 
-
-def suite_property_name(nodeid: str, name: str) -> str:
-    """The ``<testsuite>`` property name of test ``nodeid``'s figure ``name`` (``dlperf.…``)."""
-    return f"{nodeid}::{name}"
-
-
-def split_suite_property(name: str) -> tuple[str, str] | None:
-    """(node id, ``dlperf.…`` name) of a suite property :func:`suite_property_name` wrote, else None."""
-    nodeid, sep, rest = name.rpartition("::" + PREFIX)
-    return (nodeid, PREFIX + rest) if sep and nodeid else None
 
 
 def test_address(nodeid: str) -> tuple[str, str]:
@@ -271,41 +243,37 @@ def record_of(case: TestCase, source: str = "",
     rec = TestRecord(test=nodeid, outcome=outcome, message=message, source=source)
     values: dict[tuple[str, str], str] = {}
     extras: dict[tuple[str, str], dict[str, str]] = {}
-    for name, value in _properties(case) + suite_props:
-        if not name.startswith(PREFIX):
+    for prop, value in _properties(case) + suite_props:
+        parsed = figures.parse(prop)
+        if parsed is None:
             continue
-        rest = name[len(PREFIX):]
-        if rest == "hardware":
+        label, key = parsed.label, parsed.key
+        if parsed.field:
+            extras.setdefault((label, key), {})[parsed.field] = value
+        elif key == figures.HARDWARE and not label:
             rec.hardware = value
-            continue
-        parts = rest.split(".")
-        if len(parts) >= 3 and parts[-1] in METRIC_FIELDS:
-            label, metric = ".".join(parts[:-2]), parts[-2]
-            extras.setdefault((label, metric), {})[parts[-1]] = value
-        elif len(parts) >= 2:
-            label, key = ".".join(parts[:-1]), parts[-1]
-            if key == "scenario":
-                rec.scenarios[label] = value
-            elif key == "software":
-                rec.software[label] = value
-            elif key in AB_FIELDS:
-                rec.ab.setdefault(label, {})[key] = value
-            elif key in PAIRED_FIELDS:
-                continue  # a paired group's ratio; the test's ``speedup`` metric carries the figures
-            elif key == "workers":
-                try:
-                    rec.workers[label] = int(value)
-                except ValueError:
-                    pass
-            else:
-                values[(label, key)] = value
+        elif key == "scenario":
+            rec.scenarios[label] = value
+        elif key == "software":
+            rec.software[label] = value
+        elif key in AB_FIELDS:
+            rec.ab.setdefault(label, {})[key] = value
+        elif key in PAIRED_FIELDS:
+            continue  # a paired group's ratio; the test's ``speedup`` metric carries the figures
+        elif key == "workers":
+            try:
+                rec.workers[label] = int(value)
+            except ValueError:
+                pass
+        else:
+            values[(label, key)] = value
     for (label, metric), text in values.items():
         number = _float(text)
         extra = extras.get((label, metric), {})
         if number is None and (extra or direction_of(metric)) and not _parses(text):
             # a figure (it has metric fields, or a metric's name) that is no number; a note such as
             # dlperf.<label>.settings is text and stays out of the figures
-            raise ReportError(f"{source or 'report'}: test {rec.test}: property {PREFIX}{label}.{metric} has the "
+            raise ReportError(f"{source or 'report'}: test {rec.test}: property {figures.name(label, metric)} has the "
                               f"value {text!r}, which is not a number; a dlperf figure must be a number: fix the "
                               "test that records it, or rerun it")
         if number is None:

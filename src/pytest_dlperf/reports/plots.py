@@ -29,7 +29,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from pytest_dlperf.reports.digest import better_change, noise_unknown
-from pytest_dlperf.reports.junit import LOWER, MetricRecord, TestRecord
+from pytest_dlperf.reports.junit import MetricRecord, TestRecord
+from pytest_dlperf.result import LOWER
 from pytest_dlperf.units import readable, show
 
 VERDICT_COLOUR = {"regression": "#d62728", "improvement": "#2ca02c", "ok": "#1f77b4", "missing": "#7f7f7f",

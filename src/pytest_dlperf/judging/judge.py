@@ -1,0 +1,43 @@
+"""Judging one test's figures against the stored baselines, or staging them with ``--update-baselines``."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Sequence
+
+from pytest_dlperf.judging.baselines import BaselineStore, entry_key
+from pytest_dlperf.judging.outcomes import IMPROVEMENT, REGRESSION, UPDATED
+from pytest_dlperf.judging.verdict import Verdict, compare
+from pytest_dlperf.result import Metric, TrainingResult
+
+#: What a baseline file records of the machine (beside its hardware key).
+HARDWARE_FACTS = ("cpu_model", "usable_cpus", "physical_cores", "numa_nodes", "machine", "gpus", "gpu_memory_mib")
+
+
+def judge(store: BaselineStore, nodeid: str, profile: str,
+          figures: Sequence[tuple[str, Metric, TrainingResult]], floor: Callable[[str], float],
+          alpha: float, update: bool) -> list[Verdict]:
+    """Each (label, figure, the result it came from) compared with its recorded runs on that result's
+    machine, its gate no narrower than ``floor(metric name)`` and set at ``alpha``; when ``update``,
+    each is staged as a new run instead and its verdict says ``updated``."""
+    verdicts = []
+    for label, metric, result in figures:
+        hw = result.environment.get("hardware_key", "unknown")
+        key = entry_key(nodeid, label, profile)
+        software = result.software
+        verdict = compare(nodeid, label, metric, store.lookup(hw, key, metric.name), floor(metric.name), software,
+                          reasons=result.details.get(f"{metric.name}_reasons", ()),
+                          pool=store.pools(hw).get((metric.name, str(software.get("framework", "")))),
+                          alpha=alpha)
+        if update:
+            # a run beyond its gate is a real change being accepted: the history starts again from it
+            store.stage(hw, _hardware_facts(result), key, metric, software,
+                        restart=verdict.status in (REGRESSION, IMPROVEMENT))
+            verdict = dataclasses.replace(verdict, status=UPDATED, baseline=None, gate=None, noise=None,
+                                          p_value=None)
+        verdicts.append(dataclasses.replace(verdict, hardware=hw))
+    return verdicts
+
+
+def _hardware_facts(result: TrainingResult) -> dict[str, Any]:
+    return {k: result.environment[k] for k in HARDWARE_FACTS if k in result.environment}

@@ -1,0 +1,302 @@
+"""The ``dlperf`` fixture: builds a test's scenarios, runs them in children holding the devices' lock,
+and hands their figures to the report (:mod:`pytest_dlperf.figures`) and to judging
+(:mod:`pytest_dlperf.judging.judge`)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import pytest
+
+from pytest_dlperf import figures
+from pytest_dlperf.judging.baselines import Baseline, entry_key
+from pytest_dlperf.judging.gates import floor_for
+from pytest_dlperf.judging.judge import judge
+from pytest_dlperf.judging.stats import PairedRatio, decide
+from pytest_dlperf.judging.verdict import CHECKED_METRICS, INCONCLUSIVE, MISSING, REGRESSION, Verdict, failure_message
+from pytest_dlperf.plugin import markers
+from pytest_dlperf.plugin.session import DlperfSession
+from pytest_dlperf.processes.devicelock import DeviceLockTimeout, device_lock, visible_gpus
+from pytest_dlperf.processes.paired import DEFAULT_PROCESSES, PairedResult, Variant, pairs_for, run_paired
+from pytest_dlperf.processes.runner import ScenarioFailed, run_loader_only, run_scenario
+from pytest_dlperf.profiles import scenario_for
+from pytest_dlperf.result import HIGHER, Metric, TrainingResult, metric_from, paired_metric
+from pytest_dlperf.scenario import Scenario, ScenarioError
+
+
+class DlperfRun:
+    """The ``dlperf`` fixture: build scenarios, train them, check them against baselines."""
+
+    def __init__(self, session: DlperfSession, item: pytest.Item, workdir: Path):
+        self._session = session
+        self._item = item
+        self._workdir = workdir
+        self._derived: list[tuple[str, Metric]] = []
+        self._results: list[TrainingResult] = []
+
+    @property
+    def profile(self) -> str:
+        return self._session.settings.profile
+
+    @property
+    def device(self) -> str:
+        return "cuda" if self._item.get_closest_marker("gpu") else "cpu"
+
+    def scenario(self, framework: str, model: str, **overrides: Any) -> Scenario:
+        """A scenario in this run's profile; ``overrides`` win over the profile's shapes."""
+        settings = self._session.settings
+        overrides.setdefault("device", self.device)
+        overrides.setdefault("timeout", settings.timeout)
+        if settings.rounds is not None:
+            overrides.setdefault("rounds", settings.rounds)
+        if overrides.get("step") is not None or overrides.get("model_factory") is not None:
+            # your module may sit beside the test file, at the rootdir or in pytest's `pythonpath` folders
+            # (a src/ layout): the child looks there first, then in its installed packages
+            config = self._item.config
+            folders = (str(self._item.path.parent), str(config.rootpath),
+                       *(str(p) for p in config.getini("pythonpath")))
+            overrides.setdefault("import_path", tuple(dict.fromkeys(folders)))
+        try:
+            return scenario_for(self.profile, framework, model, **overrides)
+        except ScenarioError as exc:
+            pytest.fail(f"{self._item.nodeid}: bad scenario: {exc}", pytrace=False)
+
+    def launcher(self) -> Any:
+        """The launcher the user chose (``--dlperf-launcher``) for distributed jobs' ranks."""
+        from pytest_dlperf.processes.distributed.launchers import make_launcher
+
+        settings = self._session.settings
+        return make_launcher(settings.launcher, settings.hostfile)
+
+    def run(self, scenario: Scenario) -> TrainingResult:
+        """Train ``scenario`` in a child process; a crash or hang fails this test only.
+
+        In A/B mode (``--dlperf-reference``) the scenario also runs under the reference
+        interpreter, interleaved with this one (:meth:`run_paired`), and the test fails
+        when this environment is slower than the A/B threshold.
+        """
+        if self._session.settings.reference:
+            return self._run_ab(scenario)
+        return self.record(self._measured(scenario, f"training {scenario.describe()}",
+                                          lambda progress: run_scenario(scenario, self._workdir, progress)))
+
+    def run_loader_only(self, scenario: Scenario) -> TrainingResult:
+        """The input pipeline of ``scenario`` alone (:mod:`pytest_dlperf.child.loaders`), holding the device lock
+        like a training run; a crash or hang fails this test only. Not recorded: the caller picks the
+        figures to hold (``dlperf.metric``), as test_input_pipeline does with its throughput."""
+        intro = f"reading {scenario.data} with {scenario.loader_workers} loader workers, no training"
+        return self._measured(scenario, intro,
+                              lambda progress: run_loader_only(scenario, self._workdir / "loader", progress))
+
+    def _measured(self, scenario: Scenario, intro: str,
+                  child: Callable[[Callable[[str], None] | None], TrainingResult]) -> TrainingResult:
+        """Run ``child`` (given the progress writer) holding the devices' lock, with a start and an end
+        line on the terminal; a crash, hang or lock timeout fails this test with the report."""
+        console = self._session.console
+        say = console.for_scenario(scenario.label)
+        problem = ""
+        try:
+            with self._exclusive_devices(scenario):
+                say(intro)
+                started = time.monotonic()
+                result = child(console.child_progress(scenario.label))
+        except ScenarioFailed as exc:
+            problem = exc.report()
+        except DeviceLockTimeout as exc:
+            problem = f"scenario {scenario.label!r} not run: {exc}"
+        if problem:  # failed outside the handler, so pytest shows the report alone, not a chain
+            say(f"failed: {problem.splitlines()[0]}")
+            pytest.fail(problem, pytrace=False)
+        say(f"done in {time.monotonic() - started:.0f} s: {_headline(result)}")
+        return result
+
+    def run_paired(self, *variants: Scenario | Variant, pairs: int | None = None,
+                   processes: int | None = None, generations: int | None = None, settle_seconds: float = 0.0,
+                   record: bool = True, build_one_at_a_time: bool | None = None,
+                   decided: Callable[[dict[str, PairedRatio]], bool] | None = None,
+                   max_generations: int | None = None) -> PairedResult:
+        """Train ``variants`` interleaved (:mod:`pytest_dlperf.processes.paired`); the first is the reference.
+
+        Every variant's merged result is recorded like :meth:`run`'s (``record=False``: the caller
+        records each with :meth:`record`, e.g. one test per variant of a shared group); each other variant's
+        ratio over the first is in ``.ratios`` (give it to :meth:`speedup`). The device lock
+        is held for the whole group. ``build_one_at_a_time``: each child builds and warms up alone
+        (compiled scenarios: their compile time is measured without the other children's load);
+        None: :func:`pytest_dlperf.processes.paired.build_width` chooses (one or two at a time on CPU, all on GPU).
+        ``generations`` (default ``--dlperf-generations``): successive sets of fresh processes;
+        ``decided``/``max_generations``: more generations while the ratios are not decided
+        (:func:`pytest_dlperf.processes.paired.run_paired`).
+        """
+        settings = self._session.settings
+        if len(variants) < 2:
+            pytest.fail(f"{self._item.nodeid}: dlperf.run_paired() needs at least 2 scenarios, got {len(variants)}",
+                        pytrace=False)
+        first = variants[0].scenario if isinstance(variants[0], Variant) else variants[0]
+        if processes is None:
+            processes = settings.processes or (1 if first.device == "cuda" else DEFAULT_PROCESSES)
+        generations = generations or settings.generations
+        console = self._session.console
+        keys = [v.key if isinstance(v, Variant) else v.label for v in variants]
+        say = console.for_scenario(" vs ".join(keys) if len(keys) <= 3 else f"{keys[0]} vs {len(keys) - 1} variants")
+        problem = ""
+        try:
+            with self._exclusive_devices(first):
+                # what each child really runs: the pairs' rounds, not the scenario's own round count
+                total = pairs_for(pairs or settings.pairs, processes, generations)
+                fresh = f" x {generations} generations" if generations > 1 else ""
+                say(f"training interleaved, {total} pairs x {processes} process{'es' if processes > 1 else ''}"
+                    f"{fresh} per variant: {first.replace(rounds=total // (processes * generations)).describe()}")
+                started = time.monotonic()
+                paired = run_paired(list(variants), pairs=pairs or settings.pairs, processes=processes,
+                                    generations=generations, workdir=self._workdir,
+                                    on_progress=console.child_progress("paired"),
+                                    settle_seconds=settle_seconds, build_one_at_a_time=build_one_at_a_time,
+                                    decided=decided, max_generations=max_generations)
+        except ScenarioFailed as exc:
+            problem = exc.report()
+        except ScenarioError as exc:
+            problem = f"{self._item.nodeid}: bad paired run: {exc}"
+        except DeviceLockTimeout as exc:
+            problem = f"paired scenarios {[getattr(v, 'label', v) for v in variants]!r} not run: {exc}"
+        if problem:
+            say(f"failed: {problem.splitlines()[0]}")
+            pytest.fail(problem, pytrace=False)
+        say(f"done in {time.monotonic() - started:.0f} s: "
+            + ", ".join(f"{key} {ratio.estimate:.3f}x" for key, ratio in paired.ratios.items())
+            + f" over {paired.reference}")
+        for key, result in paired.results.items():
+            if record and (key != paired.reference or not settings.reference):
+                self.record(result)
+        for key, ratio in paired.ratios.items() if record else ():
+            self._item.user_properties += figures.of_paired(key, ratio, paired.reference)
+        return paired
+
+    def speedup(self, label: str, ratio: PairedRatio, floor: float | None = None) -> Metric:
+        """A paired ratio as the derived ``speedup`` metric: per-pair ratios, estimate and interval
+        go to the baselines and are judged by ``check`` with the other figures. ``floor``: the
+        speedup the test claims (it asserts it itself), recorded so charts draw it."""
+        metric = paired_metric("speedup", ratio)
+        self._add_derived(label, metric)
+        if floor is not None:
+            self._item.user_properties += figures.of_floor(label, metric.name, floor)
+        return metric
+
+    def _run_ab(self, scenario: Scenario) -> TrainingResult:
+        settings = self._session.settings
+        reference = Variant(scenario, python=settings.reference, name=f"{scenario.label}@reference")
+
+        def decided(ratios: dict[str, PairedRatio]) -> bool:
+            return all(decide(r, settings.ab_threshold) != INCONCLUSIVE for r in ratios.values())
+
+        # at least two generations, so the interval rests on more than one process pair
+        paired = self.run_paired(reference, Variant(scenario), generations=max(settings.generations, 2),
+                                 decided=decided, max_generations=settings.max_generations)
+        result = paired.results[scenario.label]
+        ratio = paired.ratio(scenario.label)
+        verdict = decide(ratio, settings.ab_threshold)
+        ref_software = paired.results[reference.key].software
+        self._item.user_properties += figures.of_ab(scenario.label, ratio, verdict, ref_software)
+        self._session.ab_outcomes.append((self._item.nodeid, scenario.label, ratio, verdict))
+        if verdict == REGRESSION:
+            stacks = (f"candidate {_stack(result.software)} vs reference {_stack(ref_software)}")
+            pytest.fail(f"A/B slower: {scenario.label} throughput candidate/reference {ratio.describe()}, "
+                        f"beyond the {settings.ab_threshold:.0%} threshold; {stacks}\n"
+                        f"reference interpreter: {settings.reference}", pytrace=False)
+        return result
+
+    def record(self, result: TrainingResult) -> TrainingResult:
+        """Add a result's figures to this test's report (``run`` does it for its own results;
+        ``check`` for any result it is given that was not recorded yet)."""
+        self._results.append(result)
+        if self._session.benchmarks is not None:
+            self._session.benchmarks.add(self._item, result, result.software)
+        self._item.user_properties += figures.of_result(result, result.software)
+        return result
+
+    def _exclusive_devices(self, scenario: Scenario) -> Any:
+        """Every scenario holds its devices' locks, so two pytest runs never time one device at once:
+        the GPUs it sees, or the host's CPUs for a CPU scenario (two runs sharing cores distort
+        each other's figures just as much; measured: -55% to -90% in a clash of two CI runs)."""
+        devices = visible_gpus(environ={**os.environ, **scenario.env}) if scenario.device == "cuda" else ["cpu"]
+        return device_lock(devices, timeout=scenario.timeout, owner=self._item.nodeid,
+                           on_wait=self._session.console.for_scenario(scenario.label))
+
+    def metric(self, label: str, name: str, samples: Sequence[float], unit: str, direction: str = HIGHER) -> Metric:
+        """A derived figure (a speedup, a scaling efficiency) checked with the others by ``check``."""
+        metric = metric_from(name, samples, unit, direction)
+        self._add_derived(label, metric)
+        return metric
+
+    def _add_derived(self, label: str, metric: Metric) -> None:
+        self._derived.append((label, metric))
+        self._item.user_properties += figures.of_derived(label, metric)
+
+    def check(self, *results: TrainingResult, tolerance: float | None = None) -> list[Verdict]:
+        """Compare every checked metric with this machine's baseline; fail on a regression.
+
+        With ``--update-baselines`` the figures are staged for writing instead.
+        """
+        settings = self._session.settings
+        marked = markers.tolerance_of(self._item)
+        nodeid = self._item.nodeid
+        for result in results:  # e.g. a distributed job's: every judged figure is in the report with its value
+            if not any(result is seen for seen in self._results):
+                self.record(result)
+        pending: list[tuple[str, Metric, TrainingResult]] = [
+            (r.label, m, r) for r in results for m in r.metrics.values() if m.name in CHECKED_METRICS
+        ]
+        anchor = results[0] if results else (self._results[0] if self._results else None)
+        if anchor is None:
+            pytest.fail(f"{nodeid}: dlperf.check() needs at least one result from dlperf.run()", pytrace=False)
+        pending += [(label, m, anchor) for label, m in self._derived]
+        verdicts = judge(self._session.store, nodeid, self.profile, pending,
+                         floor=lambda name: floor_for(name, settings.tolerance, marked.for_metric(name), tolerance),
+                         alpha=self._session.figure_alpha, update=bool(settings.update))
+        for verdict in verdicts:
+            self._item.user_properties += figures.of_verdict(verdict.label, verdict)
+        self._derived.clear()
+        self._session.verdicts += verdicts
+        if self._session.benchmarks is not None:
+            self._session.benchmarks.add_verdicts(verdicts)
+        # In A/B mode the reference environment, run beside this one, is the baseline that fails a test
+        # (``run``); the stored figures are still compared and shown in the summary.
+        if any(v.status == REGRESSION for v in verdicts) and not settings.reference:
+            pytest.fail(failure_message(nodeid, verdicts), pytrace=False)
+        missing = [v for v in verdicts if v.status == MISSING]
+        if missing and settings.require_baselines:
+            hw = missing[0].hardware
+            pytest.fail(f"{nodeid}: no baseline for {', '.join(f'{v.label} {v.metric}' for v in missing)} on "
+                        f"{hw} ({self._session.store.path(hw)}), and --dlperf-require-baselines is set. Record "
+                        "them on this machine with pytest --update-baselines, then commit baselines/", pytrace=False)
+        return verdicts
+
+    def stored(self, result: TrainingResult, metric: str, label: str | None = None) -> Baseline | None:
+        """The stored baseline of one of this test's figures on ``result``'s machine (``label``: a
+        derived figure's, such as a speedup's), or None when none is recorded."""
+        hw = result.environment.get("hardware_key", "unknown")
+        return self._session.store.lookup(hw, entry_key(self._item.nodeid, label or result.label, self.profile),
+                                          metric)
+
+    @property
+    def updating(self) -> bool:
+        """``--update-baselines``: this run records its figures instead of being judged by them."""
+        return bool(self._session.settings.update)
+
+    @property
+    def missing(self) -> list[Verdict]:
+        return [v for v in self._session.verdicts if v.test == self._item.nodeid and v.status == MISSING]
+
+
+def _headline(result: TrainingResult) -> str:
+    """The figure a person watching wants first: throughput, median of the rounds."""
+    if "throughput" not in result.metrics:
+        return "no throughput measured"
+    m = result.metrics["throughput"]
+    return f"{m.value:.4g} {m.unit} (median of {m.summary.n} rounds)"
+
+
+def _stack(software: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in software.items()) or "unknown software"
