@@ -88,7 +88,7 @@ def test_cpu_setting_against_default(dlperf, framework, name, request):
     setting = {s.name: s for s in tuning.seed_003_settings(framework)}[name]
     if setting.skip_reason:
         pytest.skip(f"{name}: {setting.skip_reason}")
-    request.node.user_properties.append((f"dlperf.{name}.settings", setting.summary()))
+    request.node.user_properties.append((f"dlperf.{name}.settings", setting.describe()))
     request.node.user_properties.append(("dlperf.topology", tuning.topology().describe()))
     group = _group(dlperf, framework)
     run = dlperf.record(group.results[name])
@@ -105,9 +105,9 @@ def test_cpu_setting_against_default(dlperf, framework, name, request):
     if decide(ratio, tuning.EFFECT_THRESHOLD) == REGRESSION:
         request.node.user_properties.append((f"dlperf.{name}.slower_than_default", f"{ratio.estimate:.3f}"))
         warnings.warn(tuning.SlowdownWarning(
-            f"{framework} {name} ({setting.summary()}) is SLOWER than the default: {effect}"), stacklevel=1)
+            f"{framework} {name} ({setting.describe()}) is SLOWER than the default: {effect}"), stacklevel=1)
     recorded = dlperf.stored(run, "speedup", label=name)
     dlperf.check(run)
     lost = tuning.lost_gain(recorded.runs if recorded else (), ratio)
     if lost and not dlperf.updating:
-        pytest.fail(f"{framework} {name} ({setting.summary()}): {lost}", pytrace=False)
+        pytest.fail(f"{framework} {name} ({setting.describe()}): {lost}", pytrace=False)

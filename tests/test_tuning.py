@@ -65,8 +65,8 @@ def test_apply_merges_into_the_scenario():
     assert tuned.launch_prefix == ("numactl", "--interleave=all", "nice")
     assert tuned.intra_op_threads == 18 and tuned.inter_op_threads == 2
     assert table()["default"].apply(base).env == base.env
-    assert table()["default"].summary() == "framework defaults"
-    assert table()["numactl_interleave"].summary().startswith("numactl --interleave=all ")
+    assert table()["default"].describe() == "framework defaults"
+    assert table()["numactl_interleave"].describe().startswith("numactl --interleave=all ")
 
 
 def test_effect_is_the_paired_rule_at_the_stated_threshold():

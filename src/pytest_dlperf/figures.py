@@ -120,7 +120,7 @@ def of_derived(label: str, metric: Metric) -> list[Property]:
 
 
 def _figure(label: str, metric: Metric, with_n: bool) -> list[Property]:
-    stats = metric.summary
+    stats = metric.stats
     value = stats.median if with_n else metric.value
     props = [(name(label, metric.name), number(value)),
              (name(label, metric.name, "iqr"), number(stats.iqr))]

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from pytest_dlperf.scenario import Scenario
-from pytest_dlperf.summary import Summary, median, summarize
+from pytest_dlperf.sample_stats import SampleStats, median, sample_stats
 
 HIGHER = "higher"
 LOWER = "lower"
@@ -35,12 +35,12 @@ class Metric:
             object.__setattr__(self, "interval", (float(self.interval[0]), float(self.interval[1])))
 
     @property
-    def summary(self) -> Summary:
-        return summarize(self.samples)
+    def stats(self) -> SampleStats:
+        return sample_stats(self.samples)
 
     @property
     def value(self) -> float:
-        return self.estimate if self.estimate is not None else self.summary.median
+        return self.estimate if self.estimate is not None else self.stats.median
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"samples": list(self.samples), "unit": self.unit, "direction": self.direction}
@@ -55,7 +55,7 @@ class Metric:
                    estimate=data.get("estimate"), interval=tuple(interval) if interval else None)
 
     def __str__(self) -> str:
-        s = self.summary
+        s = self.stats
         return f"{self.name} {s.median:.4g} {self.unit} (median of {s.n}, IQR {s.iqr:.3g})"
 
 

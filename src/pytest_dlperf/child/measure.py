@@ -28,7 +28,7 @@ from typing import Any, Callable, Protocol, Sequence
 from pytest_dlperf.protocol import ROUND_PREFIX
 from pytest_dlperf.result import HIGHER, LOWER, Metric, metric_from
 from pytest_dlperf.scenario import Scenario
-from pytest_dlperf.summary import median
+from pytest_dlperf.sample_stats import median
 
 
 #: What a paced child prints, as one line, after each timed round: the JSON of the round.

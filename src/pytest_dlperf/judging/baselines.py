@@ -32,7 +32,7 @@ from typing import Any, Iterator, Mapping
 
 from pytest_dlperf.atomic import write_atomically
 from pytest_dlperf.result import Metric
-from pytest_dlperf.summary import summarize
+from pytest_dlperf.sample_stats import sample_stats
 from pytest_dlperf.judging.gates import Pool, pools
 
 FORMAT = 2
@@ -81,7 +81,7 @@ def _now() -> str:
 def record_for(metric: Metric, software: Mapping[str, Any], restart: bool = False) -> dict[str, Any]:
     """The record of one run's figure. ``restart``: this run starts the figure's history again
     (it moved beyond its gate: what was recorded before is no longer its level)."""
-    s = summarize(metric.samples)
+    s = sample_stats(metric.samples)
     paired = {"interval": list(metric.interval)} if metric.interval is not None else {}
     recorded = _now()
     return {

@@ -2,7 +2,7 @@
 
 The parent's side only (the plugin, the ``dlperf`` command, benches): no measuring process
 imports it (tests/test_child_imports.py holds that). Pure Python, like
-:mod:`pytest_dlperf.summary`, whose median it uses.
+:mod:`pytest_dlperf.sample_stats`, whose median it uses.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Mapping, Sequence
 
-from pytest_dlperf.summary import median
+from pytest_dlperf.sample_stats import median
 from pytest_dlperf.judging.gates import t_quantile, unit_means
 from pytest_dlperf.judging.outcomes import IMPROVEMENT, INCONCLUSIVE, OK, REGRESSION
 

@@ -86,7 +86,7 @@ class Setting:
             changes["inter_op_threads"] = self.inter_op_threads
         return scenario.replace(**changes)
 
-    def summary(self) -> str:
+    def describe(self) -> str:
         parts = [f"{k}={v}" for k, v in sorted(self.env.items())]
         if self.intra_op_threads is not None:
             parts.append(f"intra_op_threads={self.intra_op_threads}")
@@ -194,7 +194,7 @@ def format_table(rows: Sequence[tuple[str, str, float, float | None]]) -> list[s
     """Seed-003-style lines: setting, what it sets, img/s, speedup over default."""
     width = max([len(r[0]) for r in rows] + [7])
     lines = [f"{'setting':<{width}}  {'img/s':>8}  {'speedup':>7}  settings"]
-    for name, summary, throughput, speedup in rows:
+    for name, setting, throughput, speedup in rows:
         sp = f"{speedup:.2f}x" if speedup is not None else "-"
-        lines.append(f"{name:<{width}}  {throughput:>8.1f}  {sp:>7}  {summary}")
+        lines.append(f"{name:<{width}}  {throughput:>8.1f}  {sp:>7}  {setting}")
     return lines

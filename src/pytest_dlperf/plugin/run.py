@@ -295,7 +295,7 @@ def _headline(result: TrainingResult) -> str:
     if "throughput" not in result.metrics:
         return "no throughput measured"
     m = result.metrics["throughput"]
-    return f"{m.value:.4g} {m.unit} (median of {m.summary.n} rounds)"
+    return f"{m.value:.4g} {m.unit} (median of {m.stats.n} rounds)"
 
 
 def _stack(software: dict[str, Any]) -> str:

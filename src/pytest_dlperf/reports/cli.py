@@ -30,7 +30,7 @@ from pytest_dlperf.judging.baselines import Baseline
 from pytest_dlperf.reports.junit import (MetricRecord, ReportError, TestRecord, all_skipped, direction_of, merge,
                                          metrics_by_key, own_records, read_reports, skipped_note, test_outcomes)
 from pytest_dlperf.result import Metric
-from pytest_dlperf.summary import summarize
+from pytest_dlperf.sample_stats import sample_stats
 from pytest_dlperf.units import count, show
 from pytest_dlperf.judging.gates import Pool, floor_for
 from pytest_dlperf.judging.verdict import IMPROVEMENT, INCONCLUSIVE, OK, REGRESSION
@@ -293,7 +293,7 @@ def judge(old: MetricRecord, new: MetricRecord, tolerance: float, history: Seque
     metric = Metric(name=new.metric, samples=new.samples or (new.value,), unit=new.unit, direction=direction,
                     estimate=new.value, interval=new.interval)
     baseline = Baseline(value=old.value, unit=old.unit, direction=direction, samples=old.samples,
-                        iqr=summarize(old.samples).iqr if old.samples else 0.0, software={}, recorded="",
+                        iqr=sample_stats(old.samples).iqr if old.samples else 0.0, software={}, recorded="",
                         runs=(*history, old.value))
     pool = Pool(new.noise, max((new.runs or 1) - 1, 0)) if new.noise is not None else None
     v = verdict_compare(new.test, new.label, metric, baseline, tolerance, pool=pool)

@@ -1,8 +1,8 @@
-"""Descriptive statistics of measured samples: median, quantiles, a summary with spread.
+"""Descriptive statistics of measured samples: median, quantiles, their spread.
 
 The measuring side's share of the statistics: every training, loader and rank process uses it
 to report its rounds. Pure Python on purpose: none of them should need NumPy or SciPy for a
-median. Judging (rank tests, paired ratios, the slower/faster/same rule) is in
+median. Judging (rank tests, paired ratios, the outcome rule) is in
 :mod:`pytest_dlperf.judging.stats`, which no measuring process imports.
 """
 
@@ -32,7 +32,7 @@ def quantile(values: Sequence[float], q: float) -> float:
 
 
 @dataclass(frozen=True)
-class Summary:
+class SampleStats:
     """Median and spread of a set of samples."""
 
     n: int
@@ -60,13 +60,13 @@ class Summary:
         }
 
 
-def summarize(values: Sequence[float]) -> Summary:
+def sample_stats(values: Sequence[float]) -> SampleStats:
     vals = [float(v) for v in values]
     if not vals:
         raise ValueError("no samples to summarize")
     mean = sum(vals) / len(vals)
     stdev = math.sqrt(sum((v - mean) ** 2 for v in vals) / (len(vals) - 1)) if len(vals) > 1 else 0.0
-    return Summary(
+    return SampleStats(
         n=len(vals),
         median=median(vals),
         mean=mean,
