@@ -117,7 +117,7 @@ def test_test_names_are_wrapped_whole_never_cut():
     chart = plots.delta_chart([metric("fp32", test=f"perf_tests/test_x.py::{name}", verdict="ok", tolerance=0.1)],
                               "deltas-x.png", "title")
     (label,) = [t.get_text() for t in chart.figure.axes[0].get_yticklabels()]
-    assert label.split("\n", 1)[1].replace("\n", "") == name
+    assert label.split("\n", 1)[1].replace("\n", "") == f"test_x.py::{name}"
 
 
 def test_whiskers_end_at_the_axis():

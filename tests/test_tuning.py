@@ -154,13 +154,6 @@ def test_a_child_reports_the_memory_policy_the_kernel_applied():
     assert tuned == {"mode": "interleave", "nodes": nodes} and nodes
 
 
-def test_table_lines():
-    lines = tuning.format_table([("default", "framework defaults", 10.0, None),
-                                 ("omp", "OMP_NUM_THREADS=2", 12.5, 1.25)])
-    assert lines[0].split() == ["setting", "img/s", "speedup", "settings"]
-    assert "1.25x" in lines[2] and "-" in lines[1]
-
-
 def _ratio(estimate: float, low: float, high: float) -> PairedRatio:
     return PairedRatio(ratios=(estimate,) * 20, estimate=estimate, low=low, high=high, confidence=0.95, units=4)
 

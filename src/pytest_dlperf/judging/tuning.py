@@ -189,12 +189,3 @@ def group_settle_seconds(framework: str) -> float:
     for well under a millisecond."""
     return 0.25 if openmp_runtime_of(framework) == "intel" else 0.0
 
-
-def format_table(rows: Sequence[tuple[str, str, float, float | None]]) -> list[str]:
-    """Seed-003-style lines: setting, what it sets, img/s, speedup over default."""
-    width = max([len(r[0]) for r in rows] + [7])
-    lines = [f"{'setting':<{width}}  {'img/s':>8}  {'speedup':>7}  settings"]
-    for name, setting, throughput, speedup in rows:
-        sp = f"{speedup:.2f}x" if speedup is not None else "-"
-        lines.append(f"{name:<{width}}  {throughput:>8.1f}  {sp:>7}  {setting}")
-    return lines

@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from pytest_dlperf.judging.baselines import BaselineStore
+from pytest_dlperf import text
+from pytest_dlperf.text import short_test
 from pytest_dlperf.units import count, readable
 from pytest_dlperf.judging.stats import PairedRatio
 from pytest_dlperf.judging.verdict import IMPROVEMENT, INCONCLUSIVE, MISSING, OK, REGRESSION, UPDATED, Verdict
@@ -15,7 +17,7 @@ HEADER = ("scenario", "metric", "observed", "baseline", "delta", "gate", "verdic
 
 
 def _short(nodeid: str, label: str) -> str:
-    return f"{nodeid.split('::', 1)[-1]}::{label}"
+    return f"{short_test(nodeid)}::{label}"
 
 
 def rows(verdicts: Iterable[Verdict]) -> list[tuple[str, ...]]:
@@ -33,12 +35,7 @@ def rows(verdicts: Iterable[Verdict]) -> list[tuple[str, ...]]:
 
 
 def table(verdicts: Iterable[Verdict]) -> list[str]:
-    body = rows(verdicts)
-    if not body:
-        return []
-    widths = [max(len(r[i]) for r in [HEADER, *body]) for i in range(len(HEADER))]
-    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    return [fmt.format(*HEADER), fmt.format(*("-" * w for w in widths))] + [fmt.format(*r) for r in body]
+    return text.table(HEADER, rows(verdicts))
 
 
 def counts_line(verdicts: list[Verdict], written: list[Path], unused: Sequence[str] = ()) -> str:
@@ -130,11 +127,8 @@ def ab_lines(outcomes: Sequence[tuple[str, str, PairedRatio, str]], reference: s
     body = [(_short(test, label), f"{r.estimate:.3f}x", f"[{r.low:.3f}, {r.high:.3f}]", str(r.n), decision)
             for test, label, r, decision in outcomes]
     header = ("scenario", "candidate/reference", "95% interval", "pairs", "verdict")
-    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
-    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     c = Counter(decision for *_, decision in outcomes)
-    return ([f"reference interpreter: {reference}", fmt.format(*header), fmt.format(*("-" * w for w in widths))]
-            + [fmt.format(*row) for row in body]
+    return ([f"reference interpreter: {reference}", *text.table(header, body)]
             + ["", f"{count(len(outcomes), 'scenario')} compared with the reference "
                    f"(threshold {threshold:.0%}): "
                    f"{c[REGRESSION]} slower (regression). {c[IMPROVEMENT]} faster (improvement). "

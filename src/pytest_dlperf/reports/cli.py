@@ -31,6 +31,7 @@ from pytest_dlperf.reports.junit import (MetricRecord, ReportError, TestRecord, 
                                          metrics_by_key, own_records, read_reports, skipped_note, test_outcomes)
 from pytest_dlperf.result import Metric
 from pytest_dlperf.sample_stats import sample_stats
+from pytest_dlperf import text
 from pytest_dlperf.units import count, show
 from pytest_dlperf.judging.gates import Pool, floor_for
 from pytest_dlperf.judging.verdict import IMPROVEMENT, INCONCLUSIVE, OK, REGRESSION
@@ -337,12 +338,6 @@ def compare_rows(old: dict[tuple[str, str, str], MetricRecord], new: dict[tuple[
     return rows, counts
 
 
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    return [fmt.format(*header).rstrip(), fmt.format(*("-" * w for w in widths))] + \
-        [fmt.format(*r).rstrip() for r in rows]
-
 
 def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
     old_tests, new_tests = read_reports([args.old]), read_reports([args.new])
@@ -360,7 +355,7 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
         for key, record in metrics_by_key(read_reports([path])).items():
             history.setdefault(key, []).append(record.value)
     rows, counts = compare_rows(old, new, args.threshold, history)
-    for line in _table(("scenario", "metric", "old", "new", "delta", "tolerance", "change"), rows):
+    for line in text.table(("scenario", "metric", "old", "new", "delta", "tolerance", "change"), rows):
         print(line, file=out)
     judged = counts[REGRESSION] + counts[IMPROVEMENT] + counts[OK] + counts[INCONCLUSIVE]
     print("", file=out)

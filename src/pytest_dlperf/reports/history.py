@@ -35,6 +35,7 @@ import numpy as np
 
 from pytest_dlperf.reports.junit import ReportError, direction_of, load, records
 from pytest_dlperf.result import HIGHER, LOWER
+from pytest_dlperf import text
 from pytest_dlperf.units import show
 
 #: Significance of a change point, Otava's default.
@@ -394,11 +395,7 @@ HEADER = ("figure", "runs", "last value", "change at", "size", "persisted", "p",
 
 
 def table(analyses: Sequence[Analysis]) -> list[str]:
-    body = rows(analyses)
-    widths = [max(len(r[i]) for r in [HEADER, *body]) for i in range(len(HEADER))]
-    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    return [fmt.format(*HEADER).rstrip(), fmt.format(*("-" * w for w in widths))] + \
-        [fmt.format(*r).rstrip() for r in body]
+    return text.table(HEADER, rows(analyses))
 
 
 def method_line(max_pvalue: float = MAX_PVALUE) -> str:

@@ -25,6 +25,7 @@ from pytest_dlperf.reports.junit import (MetricRecord, ReportError, TestRecord, 
 from pytest_dlperf.reports.digest import (SHIFT_MIN_FIGURES, SHIFT_SHARE, Digest, better_change, digest, key_of,
                                           noise_unknown, paired_evidence, paired_text, unit_scales)
 from pytest_dlperf.result import LOWER
+from pytest_dlperf.text import short_test
 from pytest_dlperf.units import count, show
 
 #: At most this many runs in the history table (the newest ones).
@@ -125,11 +126,6 @@ def figure(value: float | None, unit: str = "", scale: tuple[float, str] | None 
     return show(value, unit)
 
 
-def _short(test: str) -> str:
-    """``perf_tests/test_x.py::test_y[p]`` -> ``test_x.py::test_y[p]``: the file tells frameworks apart."""
-    path, _, rest = test.partition("::")
-    return f"{Path(path).name}::{rest}" if rest else test
-
 
 def _name(test: str) -> str:
     """A test name, escaped, whole, with line-break opportunities after ``::``, ``/``, ``[``, ``_``, ``-``
@@ -178,7 +174,7 @@ def _metric_row(m: MetricRecord, with_test: bool = False, hardware: str = "", sc
     """One figure: its machine key in a column of its own; ``figures``: the page's, for the paired
     evidence beside a throughput (the test's speedups)."""
     scale = (scales or {}).get((m.metric, m.unit))
-    cells = [f'<td class="test"><code>{_name(_short(m.test))}</code></td>'] if with_test else []
+    cells = [f'<td class="test"><code>{_name(short_test(m.test))}</code></td>'] if with_test else []
     direction = " <small>(lower is better)</small>" if m.direction == LOWER else ""
     floor = f" <small>claim ≥ {m.floor:.3g}x</small>" if m.floor is not None else ""
     paired = "<br>".join(_e(paired_text(p)) for p in paired_evidence(m, figures))
@@ -242,7 +238,7 @@ def _figure_table(ms: Sequence[MetricRecord], d: Digest, scales: Scales) -> str:
 def _failure_table(ts: Sequence[TestRecord], head: str) -> str:
     return (f'<table><tr><th class="test">{_e(head)}</th><th>hardware</th><th>outcome</th>'
             "<th>first line of the message</th></tr>"
-            + "".join(f'<tr><td class="test"><code>{_name(_short(t.test))}</code></td>'
+            + "".join(f'<tr><td class="test"><code>{_name(short_test(t.test))}</code></td>'
                       f'<td class="hw"><code>{_e(t.hardware or "–")}</code></td>'
                       f'<td class="v-regression">{_e(t.outcome)}</td><td>{_e(t.message or "(no message)")}</td></tr>'
                       for t in ts) + "</table>")
@@ -408,7 +404,7 @@ def history_section(runs: list[Run]) -> str:
         change = (last_two[1] - last_two[0]) / abs(last_two[0]) if len(last_two) == 2 and last_two[0] else None
         hardware, test, label, metric = key
         where = f" <small>on {_e(hardware)}</small>" if several_machines and hardware else ""
-        out.append(f'<tr><td class="test"><code>{_name(_short(test))}</code></td>'
+        out.append(f'<tr><td class="test"><code>{_name(short_test(test))}</code></td>'
                    f"<td>{_e(label)}{where}</td><td>{_e(metric)}</td>"
                    + "".join(f'<td class="num">{_e(figure(v, unit))}</td>' for v in values)
                    + f'<td class="num">{_e(_pct(change))}</td><td>{sparkline(values)}</td></tr>')

@@ -31,6 +31,7 @@ from matplotlib.patches import Patch
 from pytest_dlperf.reports.digest import better_change, noise_unknown
 from pytest_dlperf.reports.junit import MetricRecord, TestRecord
 from pytest_dlperf.result import LOWER
+from pytest_dlperf.text import short_test
 from pytest_dlperf.units import readable, show
 
 VERDICT_COLOUR = {"regression": "#d62728", "improvement": "#2ca02c", "ok": "#1f77b4", "missing": "#7f7f7f",
@@ -95,8 +96,8 @@ def wrap_name(text: str, width: int = 56) -> str:
 
 
 def _short_test(test: str, width: int = 56) -> str:
-    """The test's name after its file, whole, wrapped to ``width``."""
-    return wrap_name(test.split("::", 1)[-1], width)
+    """The test's name with its file's, whole, wrapped to ``width``."""
+    return wrap_name(short_test(test), width)
 
 
 def _marks(m: MetricRecord) -> str:
