@@ -123,7 +123,8 @@ def test_two_workers_scale_and_keep_accuracy(dlperf, network, distributed, tmp_p
         check_two_workers(dlperf, SEQUENTIAL_CLAIM, network, SCALING["batch_size"], single, pair)
         return
     try:
-        paired = run_paired_jobs([one, two], pairs=PAIRS, workdir=tmp_path)
+        with dist.jobs_lock([one, two]):
+            paired = run_paired_jobs([one, two], pairs=PAIRS, workdir=tmp_path)
     except dist.JobFailed as exc:
         pytest.fail(exc.report(), pytrace=False)
     check_paired_workers(dlperf, CLAIM, network, SCALING["batch_size"], paired, one.label, two.label)
@@ -145,7 +146,8 @@ def test_compute_bound_weak_scaling_with_a_core_per_worker(dlperf, distributed, 
     jobs = [dist.Job("torch", 1, COMPUTE_BOUND, timeout=TIMEOUT, label="single-core")]
     jobs += [dist.Job("torch", n, COMPUTE_BOUND, timeout=TIMEOUT, label=f"ddp{n}-core-per-worker") for n in counts]
     try:
-        paired = run_paired_jobs(jobs, pairs=PAIRS, processes=2, workdir=tmp_path)
+        with dist.jobs_lock(jobs):
+            paired = run_paired_jobs(jobs, pairs=PAIRS, processes=2, workdir=tmp_path)
     except dist.JobFailed as exc:
         pytest.fail(exc.report(), pytrace=False)
     assert len(paired.results[jobs[0].label][0].workers[0]["cpus"]) == 1

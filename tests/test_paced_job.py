@@ -89,7 +89,8 @@ def test_frameworks_and_launchers_that_cannot_pace_are_refused_with_the_fix():
 def test_one_and_two_workers_alternate_rounds_and_give_a_paired_ratio(tmp_path):
     one = dist.Job("torch", 1, CONFIG, timeout=120, label="one")
     two = dist.Job("torch", 2, CONFIG, timeout=120, label="two")
-    paired = run_paired_jobs([one, two], pairs=PAIRS, workdir=tmp_path)
+    with dist.jobs_lock([one, two]):
+        paired = run_paired_jobs([one, two], pairs=PAIRS, workdir=tmp_path)
     ratio = paired.ratio("two")
     assert ratio.n == PAIRS and ratio.low <= ratio.estimate <= ratio.high
     assert ratio.ratios == tuple(b / a for a, b in zip(paired.throughput["one"], paired.throughput["two"]))
@@ -118,7 +119,8 @@ def test_scaling():
     two = dist.Job("torch", 2, dict(CONFIG, fault={{"rank": 1, "step": {step}, "kind": "crash"}}), timeout=120,
                    label="two")
     try:
-        run_paired_jobs([one, two], pairs={pairs}, workdir=os.environ["JOBS_DIR"])
+        with dist.jobs_lock([one, two]):
+            run_paired_jobs([one, two], pairs={pairs}, workdir=os.environ["JOBS_DIR"])
     except dist.JobFailed as exc:
         pytest.fail(exc.report(), pytrace=False)
 """
@@ -152,7 +154,7 @@ def test_a_rank_hung_mid_round_is_named_within_the_timeout_and_both_jobs_are_kil
     monkeypatch.setattr(subprocess, "Popen", recording_popen)
     one = dist.Job("torch", 1, CONFIG, timeout=25, label="one")
     two = dist.Job("torch", 2, dict(CONFIG, fault={"rank": 1, "step": 6, "kind": "hang"}), timeout=25, label="two")
-    with pytest.raises(dist.JobFailed) as info:
+    with pytest.raises(dist.JobFailed) as info, dist.jobs_lock([one, two]):
         run_paired_jobs([one, two], pairs=PAIRS, workdir=tmp_path)
     exc = info.value
     assert exc.rank == "worker 1", exc.report()

@@ -180,7 +180,7 @@ def test_build_one_at_a_time_starts_each_child_after_the_previous_one_warmed_up(
     from pytest_dlperf.processes import paired as paired_module
 
     events: list[str] = []
-    real_popen, real_ready = subprocess.Popen, paired_module._PacedChild.ready
+    real_popen, real_ready = subprocess.Popen, paired_module._PacedChild.wait_ready
 
     def recording_popen(*args, **kwargs):  # type: ignore[no-untyped-def]
         events.append("start")
@@ -191,7 +191,7 @@ def test_build_one_at_a_time_starts_each_child_after_the_previous_one_warmed_up(
         events.append("ready")
 
     monkeypatch.setattr(subprocess, "Popen", recording_popen)
-    monkeypatch.setattr(paired_module._PacedChild, "ready", recording_ready)
+    monkeypatch.setattr(paired_module._PacedChild, "wait_ready", recording_ready)
     run_paired([variant("a"), variant("b")], pairs=4, processes=2, workdir=tmp_path, build_one_at_a_time=True)
     assert events == ["start", "ready"] * 4
     events.clear()

@@ -160,17 +160,24 @@ def pairs_for(requested: int, processes: int, generations: int = 1) -> int:
     return max(block, -(-requested // block) * block)
 
 
-class Paced(Protocol):
-    """What the schedule drives: a training child (:class:`_PacedChild`), or a whole distributed
-    job (:class:`pytest_dlperf.processes.distributed.paced_job.PacedJob`). Each call raises its own failure, naming
-    what failed, with its output; ``kill`` must be safe to call at any time, more than once."""
+class PacedParty(Protocol):
+    """One party of a paired group, as :func:`drive` paces it: a training child (:class:`_PacedChild`) or
+    a whole distributed job (:class:`pytest_dlperf.processes.distributed.paced_job.PacedJob`). The driver
+    writes ``go`` on ``control`` for each round and closes it after the last round; each wait raises the
+    party's own failure, naming what failed, with its output; ``kill`` must be safe at any time, more
+    than once."""
 
     #: Seconds allowed for the warm-up, each round, and the finish.
     timeout: float
 
-    def ready(self, timeout: float) -> None: ...
+    @property
+    def control(self) -> IO[bytes]:
+        """The paced process's stdin."""
+        ...
 
-    def round(self, timeout: float) -> dict: ...
+    def wait_ready(self, timeout: float) -> None: ...
+
+    def read_round(self, timeout: float) -> dict: ...
 
     def finish(self, timeout: float) -> Any: ...
 
@@ -178,56 +185,115 @@ class Paced(Protocol):
 
 
 @dataclass
-class Interleaved:
-    """What :func:`interleave` measured: per variant, each pair's round throughput; the order the
-    rounds were taken in, as (variant, process); and what each process's ``finish`` returned."""
+class Rounds:
+    """What :func:`drive` measured, by variant key: each pair's round throughput (pair order, every
+    generation), each process's ``finish`` (process order), and every other variant's paired ratio over
+    the first; the rounds' order as (key, process index counted across generations); how many
+    generations of processes took them."""
 
-    throughput: list[list[float]]
-    order: list[tuple[int, int]]
-    finished: list[list[Any]]
+    reference: str
+    ratios: dict[str, PairedRatio]
+    schedule: list[tuple[str, int]]
+    throughput: dict[str, list[float]]
+    results: dict[str, list[Any]]
+    generations: int
+
+    def ratio(self, key: str) -> PairedRatio:
+        try:
+            return self.ratios[key]
+        except KeyError:
+            raise KeyError(f"no paired ratio for {key!r}; variants: {sorted(self.ratios)}") from None
 
 
-def interleave(starters: Sequence[Sequence[Callable[[], Paced]]], pairs: int, settle_seconds: float = 0.0,
-               build_width: int | None = None, first_pair: int = 0) -> Interleaved:
-    """Start ``starters[variant][process]`` in :func:`build_order`, at most ``build_width`` of them
-    building and warming up at once (None: all at once), wait until all are warm, take ``pairs`` pairs
-    of rounds in :func:`schedule`'s order, finish every process; every started process is killed
-    whatever happens.
+def check_group(keys: Sequence[str], processes: int, generations: int = 1) -> None:
+    """Raise ScenarioError (a ValueError) for a group :func:`drive` cannot pace."""
+    if len(keys) < 2:
+        raise ScenarioError(f"a paired run needs at least 2 variants, got {len(keys)}")
+    if len(set(keys)) != len(keys):
+        raise ScenarioError(f"paired variants need distinct labels (or names), got {list(keys)}")
+    if processes < 1:
+        raise ScenarioError(f"processes={processes!r} must be >= 1 per variant")
+    if generations < 1:
+        raise ScenarioError(f"generations={generations!r} must be >= 1")
 
-    ``pairs`` should be whole blocks (:func:`pairs_for`); each process takes ``pairs / processes`` rounds.
-    ``first_pair`` continues :func:`schedule`'s cycle (and the build order's) where an earlier
-    generation left it.
+
+def drive(keys: Sequence[str], start: Callable[[int, int, int], PacedParty], pairs: int, processes: int,
+          generations: int = 1, settle_seconds: float = 0.0, build_width: int | None = None,
+          confidence: float = 0.95, decided: Callable[[dict[str, PairedRatio]], bool] | None = None,
+          max_generations: int | None = None) -> Rounds:
+    """Pace the variants ``keys`` (the first is the reference) over generations of fresh processes.
+
+    ``start(variant, index, rounds)`` starts process ``index`` (counted across generations) of a variant,
+    to take ``rounds`` timed rounds. ``pairs`` is rounded up to whole blocks (:func:`pairs_for`) and split
+    between ``generations``; while ``decided(ratios)`` is false after them, one more generation runs, up
+    to ``max_generations`` in all. Each generation: start its processes in :func:`build_order`, at most
+    ``build_width`` building and warming up at once (None: all), wait until all are warm, take its pairs
+    of rounds in :func:`schedule`'s order (``settle_seconds`` after each round), finish every process;
+    every started process is killed whatever happens. Pair ``i``'s ratio is a variant's round throughput
+    over the reference's in that pair (:func:`pytest_dlperf.judging.stats.paired_ratio`).
     """
-    processes = len(starters[0])
-    started: list[list[Paced | None]] = [[None] * processes for _ in starters]
-    generation = first_pair // pairs if pairs else 0
+    check_group(keys, processes, generations)
+    pairs = pairs_for(pairs, processes, generations)
+    per_generation = pairs // generations
+    throughput: dict[str, list[float]] = {key: [] for key in keys}
+    results: dict[str, list[Any]] = {key: [] for key in keys}
+    order: list[tuple[str, int]] = []
+
+    def ratios_now() -> dict[str, PairedRatio]:
+        units = pair_units(len(throughput[keys[0]]), processes, per_generation)
+        return {key: paired_ratio(throughput[key], throughput[keys[0]], confidence, units) for key in keys[1:]}
+
+    g = 0
+    while g < generations or (decided is not None and g < (max_generations or generations)
+                              and not decided(ratios_now())):
+        started: list[list[PacedParty | None]] = [[None] * processes for _ in keys]
+        try:
+            warming: list[PacedParty] = []
+            for v, p in build_order(len(keys), processes, g):
+                # listed at once, so a failed start kills the others
+                party = started[v][p] = start(v, g * processes + p, per_generation // processes)
+                warming.append(party)
+                if build_width is not None and len(warming) >= build_width:
+                    oldest = warming.pop(0)
+                    oldest.wait_ready(oldest.timeout)
+            for party in warming:  # no round while any process still warms up
+                party.wait_ready(party.timeout)
+            parties = [[party for party in group if party is not None] for group in started]
+            rounds: list[list[float]] = [[0.0] * per_generation for _ in keys]
+            for i, pair in enumerate(schedule(len(keys), processes, per_generation, g * per_generation)):
+                for v, p in pair:
+                    party = parties[v][p]
+                    _send(party.control, GO)
+                    rounds[v][i] = float(party.read_round(party.timeout)["samples_per_second"])
+                    order.append((keys[v], g * processes + p))
+                    if settle_seconds:
+                        time.sleep(settle_seconds)
+            for v, group in enumerate(parties):
+                for party in group:
+                    _send(party.control, None)  # no more rounds: the process finishes and exits
+                    results[keys[v]].append(party.finish(party.timeout))
+        finally:
+            for maybe_started in started:
+                for started_party in maybe_started:
+                    if started_party is not None:
+                        started_party.kill()
+        for v, key in enumerate(keys):
+            throughput[key] += rounds[v]
+        g += 1
+    return Rounds(keys[0], ratios_now(), order, throughput, results, g)
+
+
+def _send(control: IO[bytes], line: str | None) -> None:
+    """Write ``line`` to a paced process's stdin, or close it (None). A process that died meanwhile
+    is not this write's to report: the wait that follows names it, with its output."""
     try:
-        warming: list[Paced] = []
-        for v, p in build_order(len(starters), processes, generation):
-            paced = started[v][p] = starters[v][p]()  # listed at once, so a failed start kills the others
-            warming.append(paced)
-            if build_width is not None and len(warming) >= build_width:
-                oldest = warming.pop(0)
-                oldest.ready(oldest.timeout)
-        for paced in warming:  # no round while any process still warms up
-            paced.ready(paced.timeout)
-        groups: list[list[Paced]] = [[paced for paced in group if paced is not None] for group in started]
-        throughput: list[list[float]] = [[0.0] * pairs for _ in groups]
-        order: list[tuple[int, int]] = []
-        for i, pair in enumerate(schedule(len(groups), processes, pairs, first_pair)):
-            for v, p in pair:
-                paced = groups[v][p]
-                throughput[v][i] = float(paced.round(paced.timeout)["samples_per_second"])
-                order.append((v, p))
-                if settle_seconds:
-                    time.sleep(settle_seconds)
-        finished = [[paced.finish(paced.timeout) for paced in group] for group in groups]
-    finally:
-        for group in started:
-            for started_child in group:
-                if started_child is not None:
-                    started_child.kill()
-    return Interleaved(throughput, order, finished)
+        if line is None:
+            control.close()
+        else:
+            control.write(line.encode())
+            control.flush()
+    except OSError:
+        pass
 
 
 def relay_rounds(stream: IO[bytes], replies: "queue.Queue[dict | None]", log: IO[bytes], name: str,
@@ -301,17 +367,16 @@ class _PacedChild:
         assert self.proc.stdout is not None
         relay_rounds(self.proc.stdout, self.replies, self._log, self.name, self._progress_prefix, self._on_progress)
 
-    def ready(self, timeout: float) -> None:
+    @property
+    def control(self) -> IO[bytes]:
+        assert self.proc.stdin is not None
+        return self.proc.stdin
+
+    def wait_ready(self, timeout: float) -> None:
         """Wait until the child has built its model and warmed up."""
         self._reply(timeout, f"not built and warmed up within {timeout:g} s")
 
-    def round(self, timeout: float) -> dict:
-        assert self.proc.stdin is not None
-        try:
-            self.proc.stdin.write(GO.encode())
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            pass  # it died; the reply queue says so
+    def read_round(self, timeout: float) -> dict:
         return self._reply(timeout, f"no round reported within {timeout:g} s; every child was killed")
 
     def _reply(self, timeout: float, timed_out: str) -> dict:
@@ -335,12 +400,7 @@ class _PacedChild:
         return read_result(self.result_path).get(ERROR)
 
     def finish(self, timeout: float) -> TrainingResult:
-        """Close stdin, wait for the child to write its result and exit."""
-        assert self.proc.stdin is not None
-        try:
-            self.proc.stdin.close()
-        except OSError:
-            pass
+        """Wait for the child (its stdin closed) to write its result and exit."""
         try:
             code = self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -398,47 +458,19 @@ def run_paired(
     process pairs (the interval's unit), a clear one stops at its plan.
     """
     group = [v if isinstance(v, Variant) else Variant(v) for v in variants]
-    if len(group) < 2:
-        raise ScenarioError(f"a paired run needs at least 2 variants, got {len(group)}")
     keys = [v.key for v in group]
-    if len(set(keys)) != len(keys):
-        raise ScenarioError(f"paired variants need distinct labels (or names), got {keys}")
-    if processes < 1:
-        raise ScenarioError(f"processes={processes!r} must be >= 1 per variant")
-    if generations < 1:
-        raise ScenarioError(f"generations={generations!r} must be >= 1")
-    pairs = pairs_for(pairs, processes, generations)
+    check_group(keys, processes, generations)  # before a folder is made for a group that cannot run
     width = build_width([v.scenario for v in group]) if build_one_at_a_time is None else (
         1 if build_one_at_a_time else None)
     workdir = Path(tempfile.mkdtemp(prefix="paired-", dir=workdir))
-    per_generation = pairs // generations
-    rounds_each = per_generation // processes
 
-    def starter(variant: Variant, index: int) -> Callable[[], _PacedChild]:
-        return lambda: _PacedChild(variant, index, rounds_each, workdir, on_progress)
+    def start(v: int, index: int, rounds: int) -> _PacedChild:
+        return _PacedChild(group[v], index, rounds, workdir, on_progress)
 
-    throughput: list[list[float]] = [[] for _ in group]
-    per_variant: list[list[TrainingResult]] = [[] for _ in group]
-    order: list[tuple[str, int]] = []
-    def ratios_now() -> dict[str, PairedRatio]:
-        units = pair_units(len(throughput[0]), processes, per_generation)
-        return {keys[v]: paired_ratio(throughput[v], throughput[0], confidence, units)
-                for v in range(1, len(group))}
-
-    g = 0
-    while g < generations or (decided is not None and g < (max_generations or generations)
-                              and not decided(ratios_now())):
-        first = g * processes
-        run = interleave([[starter(v, first + p) for p in range(processes)] for v in group], per_generation,
-                         settle_seconds, width, first_pair=g * per_generation)
-        for v in range(len(group)):
-            throughput[v] += run.throughput[v]
-            per_variant[v] += run.finished[v]
-        order += [(keys[v], first + p) for v, p in run.order]
-        g += 1
-    results = {keys[v]: merge(per_variant[v], throughput[v], processes * g)
-               for v in range(len(group))}
-    return PairedResult(keys[0], results, ratios_now(), order)
+    run = drive(keys, start, pairs, processes, generations, settle_seconds, width, confidence, decided,
+                max_generations)
+    results = {key: merge(run.results[key], run.throughput[key], processes * run.generations) for key in keys}
+    return PairedResult(run.reference, results, run.ratios, run.schedule)
 
 
 def merge(results: Sequence[TrainingResult], pair_throughput: Sequence[float | None], processes: int) -> TrainingResult:

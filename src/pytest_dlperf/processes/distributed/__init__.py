@@ -5,7 +5,8 @@ Parent side (the pytest process):
 * :mod:`.job`: what to run (:class:`Job`, :class:`Rank`), what comes back (:class:`JobResult`),
   how it fails (:class:`JobFailed`).
 * :mod:`.supervise`: :func:`run_job` starts the ranks, watches them, blames the failed one and
-  always cleans up; :mod:`.rendezvous` (each rank's environment, reserved ports),
+  always cleans up, holding :func:`jobs_lock` (a paired group's caller takes it itself);
+  :mod:`.rendezvous` (each rank's environment, reserved ports),
   :mod:`.tagged` (one launch process carrying several ranks), :mod:`.processes` (finding and
   killing a job's processes), :mod:`.remote` (ranks on other hosts: probed before, reaped after).
 * :mod:`.launchers` (local, ssh, mpirun, srun, netns argv), :mod:`.netns` (network-namespace
@@ -36,7 +37,7 @@ from pytest_dlperf.processes.distributed.rendezvous import (PORT_LOCK_DIR, PortR
                                                             rendezvous_of)
 from pytest_dlperf.processes.distributed.results import as_training_result, max_param_difference, param_bytes
 from pytest_dlperf.processes.distributed.scaling import scaling_efficiency
-from pytest_dlperf.processes.distributed.supervise import run_job
+from pytest_dlperf.processes.distributed.supervise import jobs_lock, run_job
 from pytest_dlperf.processes.distributed.tagged import TaggedLaunch, launch_groups
 from pytest_dlperf.protocol import CONFIG_ENV, HEARTBEAT, JOB_MARKER, RESULT_LINE, last_step, read_rank_result
 
@@ -46,7 +47,7 @@ __all__ = sorted([
     "JOB_MARKER", "HEARTBEAT", "RESULT_LINE", "CONFIG_ENV", "last_step", "read_rank_result",
     "PORT_LOCK_DIR", "PortReservation", "rank_environments", "rendezvous_of",
     "job_processes", "kill_groups", "kill_marked", "exit_reason",
-    "run_job", "TaggedLaunch", "launch_groups", "HostsNotReady", "RemotePorts", "reap_remote",
+    "run_job", "jobs_lock", "TaggedLaunch", "launch_groups", "HostsNotReady", "RemotePorts", "reap_remote",
     "NETWORKS", "NetworkUnavailable", "network", "as_training_result", "max_param_difference", "param_bytes",
     "scaling_efficiency",
     "PACED", "load_rank", "launch_index", "heartbeat", "write_rank_result", "maybe_fault", "dataset",

@@ -4,7 +4,7 @@ Weak-scaling efficiency measured as two jobs run one after the other carries the
 drift between them (12-43% on a shared 2-core VM). Run side by side, round by round, the
 jobs share it, like the paired runner's variants (:mod:`pytest_dlperf.processes.paired`): each job
 starts all its ranks, builds and warms up once, then takes one timed round each time the
-parent asks, in the same balanced ABBA order (:func:`pytest_dlperf.processes.paired.interleave`).
+parent asks, in the same balanced ABBA order, by the same driver (:func:`pytest_dlperf.processes.paired.drive`).
 Pair ``i``'s efficiency is the N-worker job's per-worker throughput in its round over the
 1-worker job's throughput in the same pair; :func:`pytest_dlperf.judging.stats.paired_ratio`
 gives the estimate and its interval.
@@ -27,8 +27,8 @@ once more, so no rank's evaluation or parameter dump overlaps a round of the oth
 Parent side (:class:`PacedJob`): the ranks are started as :func:`pytest_dlperf.processes.distributed.run_job`
 starts them (rendezvous environment, reserved ports, job marker, one log per rank), except that
 rank 0's stdin and stdout are pipes; a thread copies its output to its log and takes the round
-reports out. Its ``ready/round/finish/kill`` is :class:`pytest_dlperf.processes.paired.Paced`, so
-the paired schedule drives a job like a training child. While waiting for a round it watches
+reports out. It is a :class:`pytest_dlperf.processes.paired.PacedParty`, so the paired driver
+paces a job like a training child. While waiting for a round it watches
 every rank: the first rank seen to exit (with any status, before the job's finish) fails the
 group with :class:`~pytest_dlperf.processes.distributed.JobFailed` naming it and carrying its output;
 a round that does not come within the job's timeout names the rank with the least progress
@@ -56,13 +56,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Mapping, Sequence
 
-from pytest_dlperf.judging.stats import paired_ratio
-from pytest_dlperf.processes.devicelock import device_lock, visible_gpus
-from pytest_dlperf.processes.paired import interleave, pair_units, pairs_for, relay_rounds
+from pytest_dlperf.processes.paired import Rounds, check_group, drive, relay_rounds
 from pytest_dlperf.processes.runner import tail
 from pytest_dlperf.processes.distributed.job import ENTRY_POINTS, Job, JobFailed, JobResult, Rank, host_python
 from pytest_dlperf.processes.distributed.processes import exit_reason, kill_groups, kill_marked
-from pytest_dlperf.protocol import CONFIG_ENV, GO, PROGRESS_PREFIX, last_step, read_rank_result
+from pytest_dlperf.protocol import CONFIG_ENV, PROGRESS_PREFIX, last_step, read_rank_result
 from pytest_dlperf.child.rank import PACED
 from pytest_dlperf.processes.distributed.rendezvous import PortReservation, rank_environments, rendezvous_of
 
@@ -76,7 +74,7 @@ POLL_SECONDS = 0.02
 
 class PacedJob:
     """One distributed job, started paced, then driven one round at a time
-    (:class:`pytest_dlperf.processes.paired.Paced`)."""
+    (:class:`pytest_dlperf.processes.paired.PacedParty`)."""
 
     def __init__(self, job: Job, workdir: Path, rounds: int,
                  on_progress: Callable[[str], None] | None = None):
@@ -147,31 +145,24 @@ class PacedJob:
         if self._on_progress is not None and text.startswith(f"{self.name}: round "):
             self._on_progress(text)
 
-    # -- the Paced interface
+    # -- the PacedParty interface
 
-    def ready(self, timeout: float) -> None:
+    @property
+    def control(self) -> IO[bytes]:
+        stdin = self.procs[self.rank0].stdin
+        assert stdin is not None
+        return stdin
+
+    def wait_ready(self, timeout: float) -> None:
         """Wait until rank 0 has built its model and warmed up (the others are held by the warm-up's all-reduces)."""
         self._reply(timeout, f"not built and warmed up within {timeout:g} s")
 
-    def round(self, timeout: float) -> dict:
-        proc = self.procs[self.rank0]
-        assert proc.stdin is not None
-        try:
-            proc.stdin.write(GO.encode())
-            proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            pass  # it died; the watch says so
+    def read_round(self, timeout: float) -> dict:
         return self._reply(timeout, f"no round reported within {timeout:g} s")
 
     def finish(self, timeout: float) -> JobResult:
-        """Close rank 0's stdin; wait until every rank has exited 0; their payloads as a JobResult."""
+        """Wait (rank 0's stdin closed) until every rank has exited 0; their payloads as a JobResult."""
         self._finishing = True
-        proc = self.procs[self.rank0]
-        assert proc.stdin is not None
-        try:
-            proc.stdin.close()
-        except OSError:
-            pass
         deadline = time.monotonic() + timeout
         while any(p.poll() is None for p in self.procs.values()):
             self._check()
@@ -272,23 +263,13 @@ def paced_problem(job: Job) -> str | None:
 
 
 @dataclass
-class PairedJobs:
-    """The jobs' results (per variant, per process) and each job's paired per-worker ratio over the first."""
+class PairedJobs(Rounds):
+    """:func:`drive`'s rounds of jobs: ``results`` holds each job's :class:`JobResult` per process,
+    ``throughput`` each pair's round throughput per worker (rank 0's timing), ``ratios`` each job's
+    paired per-worker ratio over the first."""
 
-    reference: str
     #: Each job as it ran (its config paced, with the rounds the pairs gave it), by label.
-    jobs: dict[str, Job]
-    results: dict[str, list[JobResult]]
-    ratios: dict[str, Any]  # stats.PairedRatio
-    #: Per variant, each pair's round throughput per worker (rank 0's timing), in pair order.
-    throughput: dict[str, list[float]]
-    schedule: list[tuple[str, int]] = field(default_factory=list)
-
-    def ratio(self, label: str) -> Any:
-        try:
-            return self.ratios[label]
-        except KeyError:
-            raise KeyError(f"no paired ratio for {label!r}; jobs: {sorted(self.ratios)}") from None
+    jobs: dict[str, Job] = field(default_factory=dict)
 
 
 def run_paired_jobs(jobs: Sequence[Job], pairs: int, processes: int = 1, workdir: Path | None = None,
@@ -297,16 +278,12 @@ def run_paired_jobs(jobs: Sequence[Job], pairs: int, processes: int = 1, workdir
 
     Each job runs ``pairs / processes`` timed rounds (``pairs`` rounded up to whole blocks of
     ``2 * processes``), set in its config as ``rounds``, so the jobs' configs must give their
-    total training (``epochs`` or ``steps``) and leave the split into rounds to this. The
-    device lock is held for the whole group. Raises :class:`~pytest_dlperf.processes.distributed.JobFailed`.
+    total training (``epochs`` or ``steps``) and leave the split into rounds to this. The caller
+    holds the device lock for the whole group (:func:`~pytest_dlperf.processes.distributed.jobs_lock`).
+    Raises :class:`~pytest_dlperf.processes.distributed.JobFailed`.
     """
-    if len(jobs) < 2:
-        raise ValueError(f"a paired run of jobs needs at least 2 jobs, got {len(jobs)}")
     labels = [j.label for j in jobs]
-    if len(set(labels)) != len(labels):
-        raise ValueError(f"paired jobs need distinct labels, got {labels}")
-    if processes < 1:
-        raise ValueError(f"processes={processes!r} must be >= 1 per job")
+    check_group(labels, processes)
     for job in jobs:
         problem = paced_problem(job)
         if problem:
@@ -314,28 +291,19 @@ def run_paired_jobs(jobs: Sequence[Job], pairs: int, processes: int = 1, workdir
         missing = job.launcher.missing()
         if missing:
             raise RuntimeError(f"job {job.label}: {missing}")
-    pairs = pairs_for(pairs, processes)
-    rounds = pairs // processes
     workdir = Path(tempfile.mkdtemp(prefix="paired-jobs-", dir=workdir))
     uses_gpu = any(j.config.get("device") == "cuda" for j in jobs)
-    devices = (visible_gpus() if uses_gpu else None) or ["cpu"]
 
-    def starter(job: Job, p: int) -> Callable[[], PacedJob]:
-        return lambda: PacedJob(job if processes == 1 else _relabel(job, f"{job.label}.p{p}"), workdir, rounds,
-                                on_progress)
+    def start(v: int, index: int, rounds: int) -> PacedJob:
+        job = jobs[v] if processes == 1 else _relabel(jobs[v], f"{jobs[v].label}.p{index}")
+        return PacedJob(job, workdir, rounds, on_progress)
 
-    with device_lock(devices, timeout=max(j.timeout for j in jobs), owner=f"paired jobs {' vs '.join(labels)}"):
-        # on CPU one job builds and warms up after the other (as paired.run_paired does for torch, whose
-        # ranks these are): at once, their ranks' OpenMP pools oversubscribe the cores
-        run = interleave([[starter(j, p) for p in range(processes)] for j in jobs], pairs,
-                         build_width=None if uses_gpu else 1)
-    throughput = {labels[v]: run.throughput[v] for v in range(len(jobs))}
-    units = pair_units(pairs, processes, pairs)
-    ratios = {labels[v]: paired_ratio(run.throughput[v], run.throughput[0], confidence, units)
-              for v in range(1, len(jobs))}
-    results = {labels[v]: list(run.finished[v]) for v in range(len(jobs))}
+    # on CPU one job builds and warms up after the other (as paired.run_paired does for torch, whose
+    # ranks these are): at once, their ranks' OpenMP pools oversubscribe the cores
+    run = drive(labels, start, pairs, processes, build_width=None if uses_gpu else 1, confidence=confidence)
+    rounds = len(run.throughput[labels[0]]) // processes
     ran = {j.label: dataclasses.replace(j, config=paced_config(j.config, rounds)) for j in jobs}
-    return PairedJobs(labels[0], ran, results, ratios, throughput, [(labels[v], p) for v, p in run.order])
+    return PairedJobs(**vars(run), jobs=ran)
 
 
 def paced_config(config: Mapping[str, Any], rounds: int) -> dict[str, Any]:

@@ -46,9 +46,17 @@ def run_job(job: Job, workdir: Path | None = None) -> JobResult:
     any measured scenario, so another run's scenario never shares its cores or GPUs. Ranks on
     other hosts (ssh, MPI, Slurm) are not locked there: those hosts are the job's own.
     """
-    devices = visible_gpus() if job.config.get("device") == "cuda" else ["cpu"]
-    with device_lock(devices or ["cpu"], timeout=job.timeout, owner=f"distributed job {job.label}"):
+    with jobs_lock([job]):
         return _run_job(job, workdir)
+
+
+def jobs_lock(jobs: Sequence[Job]) -> Any:
+    """The device lock for ``jobs`` run at once (one, or a paired group): this machine's CPUs, and the
+    GPUs it sees when any job uses them, waited for up to the longest job timeout."""
+    devices = visible_gpus() if any(j.config.get("device") == "cuda" for j in jobs) else ["cpu"]
+    labels = [j.label for j in jobs]
+    owner = f"distributed job {labels[0]}" if len(jobs) == 1 else f"paired jobs {' vs '.join(labels)}"
+    return device_lock(devices or ["cpu"], timeout=max(j.timeout for j in jobs), owner=owner)
 
 
 def _run_job(job: Job, workdir: Path | None) -> JobResult:
