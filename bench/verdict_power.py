@@ -34,7 +34,7 @@ false-alarm rate is above 0 or the detection rate below 100% at the tolerance us
 ``--paired``: the A/B and ratio claims' mechanism instead (``pytest_dlperf.processes.paired``). Each trial is
 one interleaved group of four variants of the same scenario, each in ``--processes`` persistent
 children: the reference, an unchanged copy (A/A), and two copies whose every step is slowed by
-5% and 10% of its own duration (``bench/slowed_worker.py``: a host busy-wait, real work in the
+5% and 10% of its own duration (``bench/slowed_child.py``: a host busy-wait, real work in the
 step). Each copy's paired ratio over the reference is decided by ``stats.decide`` at
 ``--threshold`` (default 5%, the A/B default): a false alarm is an A/A "regression", a detection a
 slowed copy's "regression". The cost of a paired comparison is set against two sequential runs of
@@ -325,7 +325,7 @@ def paired_trials(args: argparse.Namespace, s: Scenario, describe: str) -> dict[
     for label, slowdown in (("reference", 0.0), *PAIRED_VARIANTS):
         variants.append(Variant(s.replace(label=label, env={**s.env, "DLPERF_BENCH_SLOWDOWN": f"{slowdown:.3f}",
                                                             "PYTHONPATH": bench}),
-                                module="slowed_worker"))
+                                module="slowed_child"))
     trials = []
     for t in range(args.trials):
         start = time.perf_counter()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_dlperf.child.datasets import FRAMEWORK_FORMATS, ImageSetSpec, ensure_image_set
-from pytest_dlperf.child.worker import ACCURACY, REAL_DATA, missing_capability
+from pytest_dlperf.child.train import ACCURACY, REAL_DATA, missing_capability
 
 #: A tenth of each class's images carries another class's label, so the best possible top-1 is 0.90
 #: (``SPEC.top1_ceiling``) and a drop of a few points shows, where a clean set let every core reach 1.00.

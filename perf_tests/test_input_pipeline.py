@@ -32,7 +32,7 @@ from pytest_dlperf.processes.paired import Variant
 from pytest_dlperf.plugin.settings import DEFAULT_AB_THRESHOLD as THRESHOLD
 from pytest_dlperf.judging.outcomes import REGRESSION
 from pytest_dlperf.judging.stats import decide
-from pytest_dlperf.child.worker import REAL_DATA, missing_capability
+from pytest_dlperf.child.train import REAL_DATA, missing_capability
 
 MODEL = "resnet18"  # seed 001's data-bound model
 #: Small JPEGs, decoded by loader workers (threads for tf.data and MXNet): the configuration under test.

@@ -41,11 +41,11 @@ STEP_AND_GPT_CORES = {"pytest_dlperf.child.cores.torch_step": "torch", "pytest_d
                       "pytest_dlperf.child.cores.tf_step": "tensorflow",
                       "pytest_dlperf.child.cores.mxnet_step": "mxnet"}
 #: A training child runs the worker, which imports its core by name and measures with the harness.
-TRAINING_IMPORTS = ("pytest_dlperf.child.worker", "pytest_dlperf.child.measure")
+TRAINING_IMPORTS = ("pytest_dlperf.child.train", "pytest_dlperf.child.measure")
 #: A rank runs its framework's entry point, which imports the rank side and the harness.
 RANK_IMPORTS = ("pytest_dlperf.child.rank", "pytest_dlperf.child.measure")
 #: A loader child runs ``loaders.main``, which imports the worker's error reporting and the harness.
-LOADER_IMPORTS = ("pytest_dlperf.child.loaders", "pytest_dlperf.child.worker", "pytest_dlperf.child.measure")
+LOADER_IMPORTS = ("pytest_dlperf.child.loaders", "pytest_dlperf.child.train", "pytest_dlperf.child.measure")
 
 PROBE = """
 import importlib, json, sys

@@ -26,7 +26,7 @@ def _children_of_run(marker: str) -> list[int]:
             cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
         except OSError:
             continue
-        if marker in cmdline and "fake_paced_worker" in cmdline:
+        if marker in cmdline and "fake_paced_child" in cmdline:
             found.append(int(entry.name))
     return found
 
@@ -43,7 +43,7 @@ def test_paired_children_die_when_pytest_is_killed(tmp_path: Path) -> None:
         def variant(label):
             scenario = Scenario(framework="torch", model="fake", label=label, warmup_steps=1, steps_per_round=1,
                                 timeout=120.0, env={{"PYTHONPATH": {TESTS!r}, "FAKE_STEP_SECONDS": "30"}})
-            return Variant(scenario, module="fake_paced_worker")
+            return Variant(scenario, module="fake_paced_child")
 
         run_paired([variant("a"), variant("b")], pairs=4, processes=2, workdir=Path({str(tmp_path)!r}),
                    build_one_at_a_time=False)  # all four warming up at once when the driver is killed

@@ -1,7 +1,7 @@
 """The paired runner (pytest_dlperf.processes.paired): order, ratios, failures, no process left behind.
 
-The children speak the real protocol (the worker's ``--paced`` mode, ``measure``'s pacer,
-the result file) around a loop that sleeps (tests/fake_paced_worker.py), so these tests
+The children speak the real protocol (the training child's ``--paced`` mode, ``measure``'s pacer,
+the result file) around a loop that sleeps (tests/fake_paced_child.py), so these tests
 need no framework and load the machine very little.
 """
 
@@ -23,7 +23,7 @@ TESTS = str(Path(__file__).resolve().parent)
 def variant(label: str, step_seconds: float = 0.002, **env: str) -> Variant:
     scenario = Scenario(framework="torch", model="fake", label=label, warmup_steps=1, steps_per_round=3,
                         timeout=30.0, env={"PYTHONPATH": TESTS, "FAKE_STEP_SECONDS": str(step_seconds), **env})
-    return Variant(scenario, module="fake_paced_worker")
+    return Variant(scenario, module="fake_paced_child")
 
 
 def test_schedule_puts_every_variant_and_process_first_and_last_equally_often() -> None:
@@ -169,7 +169,7 @@ def test_a_child_can_import_this_package_and_nothing_else_of_this_environment() 
 
     first = Path(child_environment(variant("x").scenario)["PYTHONPATH"].split(os.pathsep)[0])
     assert [p.name for p in first.iterdir()] == ["pytest_dlperf"]
-    assert (first / "pytest_dlperf" / "child" / "worker.py").is_file()
+    assert (first / "pytest_dlperf" / "child" / "train.py").is_file()
 
 
 def test_build_one_at_a_time_starts_each_child_after_the_previous_one_warmed_up(
@@ -246,7 +246,7 @@ from pytest_dlperf.scenario import Scenario
 def fake(label):
     return Variant(Scenario(framework="torch", model="fake", label=label, warmup_steps=1, steps_per_round=3,
                             timeout=30.0, env={{"PYTHONPATH": {TESTS!r}, "FAKE_STEP_SECONDS": "0.002"}}),
-                   module="fake_paced_worker")
+                   module="fake_paced_child")
 
 def test_group(dlperf):
     paired = dlperf.run_paired(fake("a"), fake("b"), record=False)

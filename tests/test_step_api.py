@@ -1,7 +1,7 @@
 """Your own training step under test: ``dlperf.scenario(framework, name, step="module:make_step")`` (pytester).
 
 Each test writes a small project: the step module and its test in a subfolder ``proj/``, so the child
-(``python -m pytest_dlperf.child.worker``, started in pytester's folder) can only import the module through
+(``python -m pytest_dlperf.child.train``, started in pytester's folder) can only import the module through
 the import path the fixture passes it, not through its working directory.
 """
 
@@ -417,7 +417,7 @@ def test_a_step_in_a_src_layout_is_found_through_pytests_pythonpath(pytester: py
 
 
 def test_the_worker_picks_the_core_that_runs_the_scenario() -> None:
-    from pytest_dlperf.child.worker import core_module
+    from pytest_dlperf.child.train import core_module
 
     assert core_module(scenario_for("smoke", "torch", "gpt")) == "pytest_dlperf.child.cores.torch_gpt"
     assert core_module(scenario_for("smoke", "torch", "gpt", step="m:f")) == "pytest_dlperf.child.cores.torch_step"

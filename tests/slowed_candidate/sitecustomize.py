@@ -1,9 +1,9 @@
 """Makes every training step of a torch worker slower by real work, for the A/B self-test.
 
-On ``PYTHONPATH`` with ``DLPERF_SELFTEST_SLOWDOWN=<fraction>`` set, a ``pytest_dlperf.child.worker``
+On ``PYTHONPATH`` with ``DLPERF_SELFTEST_SLOWDOWN=<fraction>`` set, a ``pytest_dlperf.child.train``
 process busy-waits after each step for that fraction of the step's own duration: a slowdown
 that is a fixed share of every step, whatever the machine's drift (the same injection as
-bench/slowed_worker.py). Any other process started with this folder on its path is untouched.
+bench/slowed_child.py). Any other process started with this folder on its path is untouched.
 """
 
 import os
@@ -12,7 +12,7 @@ import time
 
 _SLOWDOWN = float(os.environ.get("DLPERF_SELFTEST_SLOWDOWN", "0") or 0)
 
-if _SLOWDOWN > 0 and "pytest_dlperf.child.worker" in sys.orig_argv:
+if _SLOWDOWN > 0 and "pytest_dlperf.child.train" in sys.orig_argv:
     from pytest_dlperf.child.cores import torch_core
 
     _step = torch_core.TorchTrainingLoop.step

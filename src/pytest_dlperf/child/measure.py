@@ -106,7 +106,7 @@ _installed_pacer: Pacer | None = None
 def pace_rounds(pacer: Pacer | None) -> None:
     """Make every :func:`measure` in this process wait for ``pacer`` before each timed round.
 
-    The worker installs it (``--paced``), so the framework cores need no change to be paired.
+    The training child installs it (``--paced``), so the framework cores need no change to be paired.
     """
     global _installed_pacer
     _installed_pacer = pacer

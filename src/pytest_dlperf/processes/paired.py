@@ -13,7 +13,7 @@ processes, for more processes' luck than fit in memory at once. Pair ``i``'s rat
 variant's round throughput over the reference variant's (the first) in that same pair;
 the ratios go to :func:`pytest_dlperf.judging.stats.paired_ratio`.
 
-The child is the ordinary training worker (``pytest_dlperf.child.worker``) started with
+The child is the ordinary training child (``pytest_dlperf.child.train``) started with
 ``--paced``: :func:`pytest_dlperf.child.measure.measure` then waits for a ``go`` line on stdin
 before each timed round and reports the round on stdout behind ``ROUND_PREFIX``, and the
 child finishes (evaluation, result file) as it would alone. A variant may name another
@@ -58,8 +58,8 @@ class Variant:
     python: str | None = None
     #: Distinguishes two variants with the same scenario label (the A/B mode's reference).
     name: str = ""
-    #: The child's module; another one must end in ``pytest_dlperf.child.worker.main`` (bench/ injects slowdowns so).
-    module: str = "pytest_dlperf.child.worker"
+    #: The child's module; another one must end in ``pytest_dlperf.child.train.main`` (bench/ injects slowdowns so).
+    module: str = "pytest_dlperf.child.train"
 
     @property
     def key(self) -> str:

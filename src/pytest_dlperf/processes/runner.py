@@ -166,7 +166,7 @@ def run_scenario(
     workdir: Path | None = None,
     on_progress: Callable[[str], None] | None = None,
     python: str | None = None,
-    module: str = "pytest_dlperf.child.worker",
+    module: str = "pytest_dlperf.child.train",
 ) -> TrainingResult:
     """Run ``python -m module SCENARIO.json RESULT.json`` (by default: train) in a child; return its result."""
     workdir = Path(workdir or tempfile.mkdtemp(prefix="dlperf-"))

@@ -249,7 +249,7 @@ def measure_loader(scenario: Scenario, progress: Callable[[str], None] | None = 
     from pytest_dlperf.child.environment import hardware_key, host_record
     from pytest_dlperf.child.measure import measure
 
-    environment = host_record()  # before the framework starts and may pin this thread (see worker.run)
+    environment = host_record()  # before the framework starts and may pin this thread (see train.run)
     environment["hardware_key"] = hardware_key(scenario.device)
     check_data(scenario)
     loop = LoaderLoop(scenario)
@@ -263,7 +263,7 @@ def measure_loader(scenario: Scenario, progress: Callable[[str], None] | None = 
 
 def main(argv: list[str]) -> int:
     """``python -m pytest_dlperf.child.loaders SCENARIO.json RESULT.json [--paced]``: the loader-only child."""
-    from pytest_dlperf.child.worker import classify as classify_error, progress
+    from pytest_dlperf.child.train import classify as classify_error, progress
 
     die_with_parent()
     paced = PACED_FLAG in argv

@@ -12,8 +12,8 @@ gives the estimate and its interval.
 Pacing, rank side (:class:`~pytest_dlperf.child.rank.RankPacer`, in the rank's module,
 installed by the core when the job's config has ``"paced": true``): rank 0 waits for the
 parent's ``go`` on its stdin before each timed round and reports the round on its stdout (the
-worker's protocol: :class:`pytest_dlperf.child.measure.StdinPacer`, ``ROUND_PREFIX`` lines). Every rank then enters
-a barrier of the job's process group, and only after it starts its clock. Why a barrier
+training child's protocol: :class:`pytest_dlperf.child.measure.StdinPacer`, ``ROUND_PREFIX`` lines).
+Every rank then enters a barrier of the job's process group, and only after it starts its clock. Why a barrier
 rather than letting the first all-reduce of the round hold the other ranks: a rank that is
 not paced runs its next round's first forward and backward (and, after its last round,
 writes its parameters) while the *other* job is being timed, which slows that job and gives

@@ -2,7 +2,7 @@
 
 One worker against two, after the same epochs: throughput per worker, weak-scaling
 efficiency and top-1/top-5 on held-out data. Figures go to the baselines through the
-``dlperf`` fixture; the claims are asserted here, with one summary line of figures.
+``dlperf`` fixture; the claims are asserted here, with one line of figures.
 
 Two ways to measure the efficiency: :func:`check_two_workers` takes two jobs run one after
 the other (its figure carries the machine's drift between them, so its floor must be low);
@@ -44,7 +44,7 @@ class ScalingClaim:
 
 def check_two_workers(dlperf: Any, claim: ScalingClaim, network: str, batch_size: int,
                       one: tuple[Job, JobResult], two: tuple[Job, JobResult]) -> str:
-    """Record both jobs against the baselines, then assert the claim; returns the summary line."""
+    """Record both jobs against the baselines, then assert the claim; returns the line of figures."""
     (one_job, one_result), (two_job, two_result) = one, two
     single = as_training_result(one_job, one_result, "single_worker")
     pair = as_training_result(two_job, two_result, f"two_workers_{network}")
@@ -56,16 +56,16 @@ def check_two_workers(dlperf: Any, claim: ScalingClaim, network: str, batch_size
     dlperf.check(single, pair)
 
     acc1, acc2 = one_result.workers[0]["accuracy"], two_result.workers[0]["accuracy"]
-    summary = (f"{network}: 1 worker {base:.1f} samples/s, 2 workers {[round(p, 1) for p in per_worker]} samples/s "
+    figures = (f"{network}: 1 worker {base:.1f} samples/s, 2 workers {[round(p, 1) for p in per_worker]} samples/s "
                f"each, efficiency {efficiency:.2f}; {_accuracy_text(acc1, acc2)}; wall {one_result.wall_seconds:.1f} s "
                f"vs {two_result.wall_seconds:.1f} s")
-    print(summary)
-    _assert_learned(claim, single, pair, acc1, acc2, summary)
+    print(figures)
+    _assert_learned(claim, single, pair, acc1, acc2, figures)
     if network in claim.min_efficiency:
         floor = claim.min_efficiency[network]
-        _require(efficiency >= floor, f"scaling efficiency below {floor}: {summary}")
-    _assert_rate_limit(claim, network, batch_size, two_result, per_worker, summary)
-    return summary
+        _require(efficiency >= floor, f"scaling efficiency below {floor}: {figures}")
+    _assert_rate_limit(claim, network, batch_size, two_result, per_worker, figures)
+    return figures
 
 
 def check_paired_workers(dlperf: Any, claim: ScalingClaim, network: str, batch_size: int, paired: Any,
@@ -93,15 +93,15 @@ def check_paired_workers(dlperf: Any, claim: ScalingClaim, network: str, batch_s
     base = statistics.median(paired.throughput[one_label])
     per_worker = [statistics.median(w["throughput"]) for w in two_result.workers]
     acc1, acc2 = one_result.workers[0]["accuracy"], two_result.workers[0]["accuracy"]
-    summary = (f"{network}, paired ({ratio.n} pairs of rounds): 1 worker {base:.1f} samples/s, {n} workers "
+    figures = (f"{network}, paired ({ratio.n} pairs of rounds): 1 worker {base:.1f} samples/s, {n} workers "
                f"{[round(p, 1) for p in per_worker]} samples/s each, efficiency {ratio.describe()}; "
                f"{_accuracy_text(acc1, acc2)}")
-    print(summary)
-    _assert_learned(claim, single, pair, acc1, acc2, summary)
+    print(figures)
+    _assert_learned(claim, single, pair, acc1, acc2, figures)
     if floor is not None:
-        _require(decide(ratio, 1 - floor) != REGRESSION, f"scaling efficiency below {floor}: {summary}")
-    _assert_rate_limit(claim, network, batch_size, two_result, per_worker, summary)
-    return summary
+        _require(decide(ratio, 1 - floor) != REGRESSION, f"scaling efficiency below {floor}: {figures}")
+    _assert_rate_limit(claim, network, batch_size, two_result, per_worker, figures)
+    return figures
 
 
 def _accuracy_text(acc1: Mapping[str, float], acc2: Mapping[str, float]) -> str:
@@ -109,21 +109,21 @@ def _accuracy_text(acc1: Mapping[str, float], acc2: Mapping[str, float]) -> str:
 
 
 def _assert_learned(claim: ScalingClaim, single: Any, pair: Any, acc1: Mapping[str, float],
-                    acc2: Mapping[str, float], summary: str) -> None:
-    _require(single.loss_fell() and pair.loss_fell(), f"loss did not fall: {summary}")
-    _require(acc1["top1"] >= claim.min_top1, f"the single worker did not learn: {summary}")
+                    acc2: Mapping[str, float], figures: str) -> None:
+    _require(single.loss_fell() and pair.loss_fell(), f"loss did not fall: {figures}")
+    _require(acc1["top1"] >= claim.min_top1, f"the single worker did not learn: {figures}")
     margin = claim.accuracy_margin
-    _require(acc2["top1"] >= acc1["top1"] - margin, f"2-worker top-1 below the margin {margin}: {summary}")
-    _require(acc2["top5"] >= acc1["top5"] - margin, f"2-worker top-5 below the margin {margin}: {summary}")
+    _require(acc2["top1"] >= acc1["top1"] - margin, f"2-worker top-1 below the margin {margin}: {figures}")
+    _require(acc2["top5"] >= acc1["top5"] - margin, f"2-worker top-5 below the margin {margin}: {figures}")
 
 
 def _assert_rate_limit(claim: ScalingClaim, network: str, batch_size: int, two_result: JobResult,
-                       per_worker: list[float], summary: str) -> None:
+                       per_worker: list[float], figures: str) -> None:
     if network == "netns_limited":
         # The limit is real: the slower worker moves at least one gradient's bytes per step through its veth.
         wire = param_bytes(two_result.workers[0]["params"]) * 8 / rate_bits_per_second(claim.rate)
         step = batch_size / min(per_worker)
-        _require(step >= 0.8 * wire, f"step {step:.3f} s is faster than {claim.rate} allows ({wire:.3f} s): {summary}")
+        _require(step >= 0.8 * wire, f"step {step:.3f} s is faster than {claim.rate} allows ({wire:.3f} s): {figures}")
 
 
 def _require(ok: bool, message: str) -> None:

@@ -1,4 +1,4 @@
-"""The child process that trains: ``python -m pytest_dlperf.child.worker SCENARIO.json RESULT.json [--paced]``.
+"""The child process that trains: ``python -m pytest_dlperf.child.train SCENARIO.json RESULT.json [--paced]``.
 
 ``--paced``: each timed round waits for the paired runner's signal (:mod:`pytest_dlperf.processes.paired`).
 
@@ -55,7 +55,7 @@ def missing_capability(framework: str, capability: str) -> str | None:
     if capability in CAPABILITIES.get(framework, frozenset()):
         return None
     return (f"the {framework} core ({CORES.get(framework, '?')}) does not support {capability!r} "
-            f"(pytest_dlperf.child.worker.CAPABILITIES lists what each core can do)")
+            f"(pytest_dlperf.child.train.CAPABILITIES lists what each core can do)")
 
 
 def progress(message: str) -> None:

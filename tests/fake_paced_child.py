@@ -1,5 +1,5 @@
-"""A training worker without a framework, for the paired runner's tests: the real protocol
-(``measure`` with the worker's ``--paced`` pacer, the result file), a loop that sleeps.
+"""A training child without a framework, for the paired runner's tests: the real protocol
+(``measure`` with the training child's ``--paced`` pacer, the result file), a loop that sleeps.
 
 ``FAKE_STEP_SECONDS`` sets the step's duration; ``FAKE_FAIL`` makes it fail: ``crash`` (exit
 at once in the given round), ``nan`` (a NaN loss), ``hang`` (sleep forever in a round).
@@ -12,7 +12,7 @@ import os
 import sys
 import time
 
-from pytest_dlperf.child import worker
+from pytest_dlperf.child import train as training_child
 
 
 class SleepingLoop:
@@ -53,5 +53,5 @@ def train(scenario, progress):  # type: ignore[no-untyped-def]
 
 if __name__ == "__main__":
     sys.modules["fake_core"] = sys.modules[__name__]
-    worker.CORES["torch"] = "fake_core"
-    sys.exit(worker.main(sys.argv[1:]))
+    training_child.CORES["torch"] = "fake_core"
+    sys.exit(training_child.main(sys.argv[1:]))

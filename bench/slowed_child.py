@@ -1,4 +1,4 @@
-"""The training worker with every step made slower by real work: ``DLPERF_BENCH_SLOWDOWN`` (a fraction).
+"""The training child with every step made slower by real work: ``DLPERF_BENCH_SLOWDOWN`` (a fraction).
 
 For ``verdict_power.py --paired`` only: after each step of the torch core, the host busy-waits
 for that fraction of the step's own duration (on CPU the step's work is done when it returns),
@@ -11,7 +11,7 @@ import os
 import sys
 import time
 
-from pytest_dlperf.child import worker
+from pytest_dlperf.child import train
 from pytest_dlperf.child.cores import torch_core
 
 SLOWDOWN = float(os.environ.get("DLPERF_BENCH_SLOWDOWN", "0"))
@@ -30,4 +30,4 @@ def slowed_step(self: torch_core.TorchTrainingLoop):  # type: ignore[no-untyped-
 
 if __name__ == "__main__":
     torch_core.TorchTrainingLoop.step = slowed_step  # type: ignore[method-assign]
-    sys.exit(worker.main(sys.argv[1:]))
+    sys.exit(train.main(sys.argv[1:]))
