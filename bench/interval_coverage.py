@@ -1,13 +1,13 @@
 """How often the paired interval contains the truth, re-read from recorded verdict-power trials.
 
-Each trial file under docs/measurements/ (``bench/verdict_power.py --paired``) holds, per comparison,
+Each trial file under bench/results/ (``bench/verdict_power.py --paired``) holds, per comparison,
 every pair's candidate/reference ratio and the process pair (unit) that took it. This recomputes the
 interval with :func:`pytest_dlperf.judging.stats.paired_ratio` as the suite computes it now (units:
 t over per-unit means) and as it did before (units ignored: Wilcoxon over pairs), and counts how
 often each contains the truth: 1 for the unchanged copy (A/A), 1/1.05 and 1/1.10 for the copies
 slowed by 5% and 10% of every step.
 
-    python bench/interval_coverage.py docs/measurements/cpu2-kvm-verdict-power-paired*.json
+    python bench/interval_coverage.py bench/results/cpu2-kvm-verdict-power-paired*.json
 """
 
 from __future__ import annotations
