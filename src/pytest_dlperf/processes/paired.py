@@ -41,7 +41,8 @@ from typing import IO, Any, Callable, Protocol, Sequence
 
 from pytest_dlperf.protocol import ERROR, GO, PACED_FLAG, PROGRESS_PREFIX, RESULT, ROUND_PREFIX, read_result
 from pytest_dlperf.result import TrainingResult, metric_from
-from pytest_dlperf.processes.runner import ScenarioFailed, _signal_reason, child_environment, kill_process_group, tail
+from pytest_dlperf.processes.groups import kill_groups
+from pytest_dlperf.processes.runner import ScenarioFailed, _signal_reason, child_environment, tail
 from pytest_dlperf.scenario import Scenario, ScenarioError
 from pytest_dlperf.judging.stats import PairedRatio, paired_ratio
 
@@ -417,10 +418,7 @@ class _PacedChild:
         return ScenarioFailed(f"{self.name} ({self.scenario.label})", reason, detail, tail(self.log_path), traceback)
 
     def kill(self) -> None:
-        kill_process_group(self.proc.pid, grace=1.0)
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
+        kill_groups([self.proc], grace=1.0)
         self._reader.join(timeout=2)
         self._log.close()
 

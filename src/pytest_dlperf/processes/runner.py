@@ -14,17 +14,16 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from pytest_dlperf.lifeline import parent_environment
+from pytest_dlperf.processes.groups import kill_groups
 from pytest_dlperf.protocol import ERROR, PROGRESS_PREFIX, RESULT, read_result
 from pytest_dlperf.result import TrainingResult
 from pytest_dlperf.scenario import Scenario
 
 TAIL_LINES = 30
-KILL_GRACE_SECONDS = 5.0
 
 
 class ScenarioFailed(Exception):
@@ -41,25 +40,6 @@ class ScenarioFailed(Exception):
         if self.traceback:
             head += f"\n--- your code's traceback ---\n{self.traceback}"
         return f"{head}\n--- last output of the child ---\n{self.output_tail}"
-
-
-def kill_process_group(pgid: int, grace: float = KILL_GRACE_SECONDS) -> None:
-    """SIGTERM the group, then SIGKILL whatever is left after ``grace`` seconds."""
-    try:
-        os.killpg(pgid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.05)
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def tail(path: Path, lines: int = TAIL_LINES) -> str:
@@ -131,15 +111,11 @@ def run_child(
     try:
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        kill_process_group(proc.pid)
-        proc.wait()
+        kill_groups([proc])
         raise ScenarioFailed(label, "timed out", f"no result after {timeout:g} s; the child was killed",
                              tail(log_path)) from None
     finally:
-        kill_process_group(proc.pid, grace=1.0)  # leftovers: loader workers, ranks, servers
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        kill_groups([proc], grace=1.0)  # leftovers: loader workers, ranks, servers
         stop.set()
         if watcher is not None:
             watcher.join(timeout=2)

@@ -8,7 +8,7 @@ Parent side (the pytest process):
   always cleans up, holding :func:`jobs_lock` (a paired group's caller takes it itself);
   :mod:`.rendezvous` (each rank's environment, reserved ports),
   :mod:`.tagged` (one launch process carrying several ranks), :mod:`.processes` (finding and
-  killing a job's processes), :mod:`.remote` (ranks on other hosts: probed before, reaped after).
+  killing a job's processes by its marker), :mod:`.remote` (ranks on other hosts: probed before, reaped after).
 * :mod:`.launchers` (local, ssh, mpirun, srun, netns argv), :mod:`.netns` (network-namespace
   hosts), :mod:`.engines` (sshd, Open MPI, Slurm on those hosts), :mod:`.networks` (the
   ``loopback``/``netns``/``netns_limited`` networks a test runs on).
@@ -31,7 +31,7 @@ from pytest_dlperf.processes.distributed.job import (DEFAULT_TORCH_START, ENTRY_
                                                      TORCH_STARTS, Job, JobFailed, JobResult, Rank, host_python,
                                                      rank_host)
 from pytest_dlperf.processes.distributed.networks import NETWORKS, NetworkUnavailable, network
-from pytest_dlperf.processes.distributed.processes import exit_reason, job_processes, kill_groups, kill_marked
+from pytest_dlperf.processes.distributed.processes import exit_reason, job_processes, kill_marked
 from pytest_dlperf.processes.distributed.remote import HostsNotReady, RemotePorts, reap_remote
 from pytest_dlperf.processes.distributed.rendezvous import (PORT_LOCK_DIR, PortReservation, rank_environments,
                                                             rendezvous_of)
@@ -39,6 +39,7 @@ from pytest_dlperf.processes.distributed.results import as_training_result, max_
 from pytest_dlperf.processes.distributed.scaling import scaling_efficiency
 from pytest_dlperf.processes.distributed.supervise import jobs_lock, run_job
 from pytest_dlperf.processes.distributed.tagged import TaggedLaunch, launch_groups
+from pytest_dlperf.processes.groups import kill_groups
 from pytest_dlperf.protocol import CONFIG_ENV, HEARTBEAT, JOB_MARKER, RESULT_LINE, last_step, read_rank_result
 
 __all__ = sorted([

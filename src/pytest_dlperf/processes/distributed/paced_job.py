@@ -59,7 +59,8 @@ from typing import IO, Any, Callable, Mapping, Sequence
 from pytest_dlperf.processes.paired import Rounds, check_group, drive, relay_rounds
 from pytest_dlperf.processes.runner import tail
 from pytest_dlperf.processes.distributed.job import ENTRY_POINTS, Job, JobFailed, JobResult, Rank, host_python
-from pytest_dlperf.processes.distributed.processes import exit_reason, kill_groups, kill_marked
+from pytest_dlperf.processes.distributed.processes import exit_reason, kill_marked
+from pytest_dlperf.processes.groups import kill_groups
 from pytest_dlperf.protocol import CONFIG_ENV, PROGRESS_PREFIX, last_step, read_rank_result
 from pytest_dlperf.child.rank import PACED
 from pytest_dlperf.processes.distributed.rendezvous import PortReservation, rank_environments, rendezvous_of

@@ -1,13 +1,10 @@
-"""A job's processes on this machine: found by the job marker in ``/proc``, killed by process group."""
+"""A job's processes on this machine, found (and killed) by the job marker in ``/proc``."""
 
 from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import time
 from pathlib import Path
-from typing import Sequence
 
 from pytest_dlperf.protocol import JOB_MARKER
 
@@ -27,23 +24,6 @@ def job_processes(job_id: str) -> list[int]:
         if state != "Z" and marker in environ.split(b"\0"):
             found.append(int(entry.name))
     return found
-
-
-def kill_groups(procs: Sequence[subprocess.Popen[bytes]], grace: float = 3.0) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for p in procs:
-            try:
-                os.killpg(p.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
-        deadline = time.monotonic() + grace
-        for p in procs:
-            try:
-                p.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
-        if all(p.poll() is not None for p in procs):
-            break
 
 
 def kill_marked(job_id: str) -> list[int]:

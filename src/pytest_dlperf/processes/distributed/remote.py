@@ -17,7 +17,7 @@ from typing import Mapping, Sequence
 
 from pytest_dlperf.processes.distributed.job import ENTRY_POINTS, PACKAGE_ROOT, Job, Rank, host_python
 from pytest_dlperf.processes.distributed.launchers import REMOTE_SCRATCH
-from pytest_dlperf.processes.distributed.processes import kill_groups
+from pytest_dlperf.processes.groups import kill_groups
 from pytest_dlperf.protocol import JOB_MARKER
 
 #: How long the up-front check and the clean-up on each remote host may take.

@@ -29,7 +29,8 @@ from pytest_dlperf.processes.runner import tail
 from pytest_dlperf.processes.distributed.job import (ENTRY_POINTS, Job, JobFailed, JobResult, Rank, host_python,
                                                      rank_host)
 from pytest_dlperf.processes.distributed.launchers import REMOTE_SCRATCH
-from pytest_dlperf.processes.distributed.processes import exit_reason, kill_groups, kill_marked
+from pytest_dlperf.processes.distributed.processes import exit_reason, kill_marked
+from pytest_dlperf.processes.groups import kill_groups
 from pytest_dlperf.protocol import CONFIG_ENV, last_step, read_rank_result
 from pytest_dlperf.processes.distributed.remote import RemotePorts, reap_remote, unreachable
 from pytest_dlperf.processes.distributed.rendezvous import PortReservation, rank_environments, rendezvous_of
