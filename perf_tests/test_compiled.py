@@ -42,7 +42,7 @@ import warnings
 
 import pytest
 
-from pytest_dlperf.plugin.settings import DEFAULT_AB_THRESHOLD as AB_THRESHOLD
+from pytest_dlperf.plugin.options import DEFAULT_AB_THRESHOLD as AB_THRESHOLD
 from pytest_dlperf.judging.outcomes import REGRESSION
 from pytest_dlperf.judging.stats import decide
 from pytest_dlperf.judging.tuning import SlowdownWarning

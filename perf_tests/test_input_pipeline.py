@@ -27,9 +27,9 @@ import pytest
 
 from pytest_dlperf.child.datasets import FRAMEWORK_FORMATS, ImageSetSpec, ensure_image_set
 from pytest_dlperf.child.environment import usable_cpus
-from pytest_dlperf.child.loaders import classify
+from pytest_dlperf.child.loaders import balance_of
 from pytest_dlperf.processes.paired import Variant
-from pytest_dlperf.plugin.settings import DEFAULT_AB_THRESHOLD as THRESHOLD
+from pytest_dlperf.plugin.options import DEFAULT_AB_THRESHOLD as THRESHOLD
 from pytest_dlperf.judging.outcomes import REGRESSION
 from pytest_dlperf.judging.stats import decide
 from pytest_dlperf.child.train import REAL_DATA, missing_capability
@@ -102,12 +102,12 @@ def _three_figures(dlperf, base, data_dir, workers, suffix=""):
     loader = dlperf.run_loader_only(real.replace(label=f"loader_only{suffix}"))
     effective = dlperf.run(real.replace(label=f"effective{suffix}"))
     assert "input_pipeline" in effective.details, (
-        f"the {base.framework} core is listed with {REAL_DATA!r} in worker.CAPABILITIES but its result "
+        f"the {base.framework} core is listed with {REAL_DATA!r} in train.CAPABILITIES but its result "
         "has no details['input_pipeline']: did it train on synthetic data instead?")
     computes = _compute_only(dlperf, base, "compute_only_after")
-    verdict = classify(_mean_throughput(computes), loader.throughput.value, effective.throughput.value)
+    balance = balance_of(_mean_throughput(computes), loader.throughput.value, effective.throughput.value)
     dlperf.metric(f"loader_only{suffix}", "throughput", loader.throughput.samples, "samples/s")
-    return computes[0], loader, effective, verdict
+    return computes[0], loader, effective, balance
 
 
 #: Loader + training on a small shared VM swings more than training alone (torch, quiet A/A runs on
@@ -131,11 +131,11 @@ def test_loader_is_not_the_bottleneck(dlperf, framework, data_root, request):
     dlperf.speedup("loader_only_vs_compute_only", ratio)
     effective = dlperf.run(real.replace(label="effective"))
     assert "input_pipeline" in effective.details, (
-        f"the {framework} core is listed with {REAL_DATA!r} in worker.CAPABILITIES but its result "
+        f"the {framework} core is listed with {REAL_DATA!r} in train.CAPABILITIES but its result "
         "has no details['input_pipeline']: did it train on synthetic data instead?")
-    verdict = classify(compute.throughput.value, loader.throughput.value, effective.throughput.value)
-    request.node.user_properties.append(("dlperf.pipeline.efficiency", f"{verdict.efficiency:.3f}"))
-    request.node.user_properties.append(("dlperf.pipeline.verdict", verdict.explain()))
+    balance = balance_of(compute.throughput.value, loader.throughput.value, effective.throughput.value)
+    request.node.user_properties.append(("dlperf.pipeline.efficiency", f"{balance.efficiency:.3f}"))
+    request.node.user_properties.append(("dlperf.pipeline.balance", balance.explain()))
     if dlperf.profile == "smoke":
         # Training fed by a loader process on 2 cores swings beyond any tolerance with no change
         # (torch effective: 183, 108, then 80 img/s in CI while compute-only held 124-150), so on
@@ -150,7 +150,7 @@ def test_loader_is_not_the_bottleneck(dlperf, framework, data_root, request):
         # On a 2-core CI machine any loader process competes with the training step for a core
         # (measured: 76-104% of compute-only from run to run with one worker): there the claim is
         # the loader's capacity above, and the efficiency is recorded.
-        assert not verdict.data_bound, f"{framework} with {workers} loader workers: {verdict.explain()}"
+        assert not balance.data_bound, f"{framework} with {workers} loader workers: {balance.explain()}"
 
 
 @pytest.mark.tolerance(throughput=0.5)
@@ -158,10 +158,10 @@ def test_loader_is_not_the_bottleneck(dlperf, framework, data_root, request):
 def test_data_bound_configuration_is_detected(dlperf, framework, data_root, request):
     base = _base(dlperf, framework)
     data_dir = ensure_image_set(data_root, EXPENSIVE_SPEC, formats=(FRAMEWORK_FORMATS[framework],))
-    compute, loader, effective, verdict = _three_figures(dlperf, base, data_dir, 0, "_data_bound")
-    request.node.user_properties.append(("dlperf.pipeline.efficiency", f"{verdict.efficiency:.3f}"))
-    request.node.user_properties.append(("dlperf.pipeline.verdict", verdict.explain()))
+    compute, loader, effective, balance = _three_figures(dlperf, base, data_dir, 0, "_data_bound")
+    request.node.user_properties.append(("dlperf.pipeline.efficiency", f"{balance.efficiency:.3f}"))
+    request.node.user_properties.append(("dlperf.pipeline.balance", balance.explain()))
     dlperf.check(_speed_only(effective))
-    assert verdict.data_bound, (
+    assert balance.data_bound, (
         f"{framework}: {EXPENSIVE_SPEC.image_size}px JPEGs decoded with 0 workers should starve {MODEL}, "
-        f"but the detector says {verdict.explain()}")
+        f"but the detector says {balance.explain()}")

@@ -20,7 +20,7 @@ import shutil
 import pytest
 
 from pytest_dlperf.profiles import GPT_SIZES
-from pytest_dlperf.plugin.settings import DEFAULT_AB_THRESHOLD as AB_THRESHOLD
+from pytest_dlperf.plugin.options import DEFAULT_AB_THRESHOLD as AB_THRESHOLD
 from pytest_dlperf.judging.outcomes import REGRESSION
 from pytest_dlperf.judging.stats import decide
 

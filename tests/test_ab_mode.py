@@ -54,7 +54,7 @@ def test_same_environment_as_reference_passes_and_reports_the_ratio(pytester: py
         "*dlperf A/B*",
         "reference interpreter: *",
         "scenario*candidate/reference*95% interval*pairs*verdict*",
-        "test_train::fp32*x*[[]*]*[0-9]*",
+        "test_train.py::test_train::fp32*x*[[]*]*[0-9]*",
         "1 scenario compared with the reference (threshold 50%): 0 slower (regression). *",
     ])
     (test,) = read_reports([pytester.path / "report.xml"])

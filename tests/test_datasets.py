@@ -9,7 +9,7 @@ import pytest
 
 from pytest_dlperf.child import datasets
 from pytest_dlperf.child.datasets import DatasetError, ImageSetSpec, ensure_image_set, make_image_folders
-from pytest_dlperf.child.loaders import accuracy_metrics, check_data, classify, top_k_correct
+from pytest_dlperf.child.loaders import accuracy_metrics, check_data, balance_of, top_k_correct
 from pytest_dlperf.scenario import Scenario, ScenarioError
 
 TINY = ImageSetSpec(num_classes=3, train_per_class=4, val_per_class=2, image_size=16)
@@ -168,14 +168,14 @@ def test_top_k_accuracy():
 
 
 def test_data_bound_detector_names_all_three_figures():
-    fed = classify(compute_only=100.0, loader_only=400.0, effective=95.0)
+    fed = balance_of(compute_only=100.0, loader_only=400.0, effective=95.0)
     assert not fed.data_bound and fed.explain().startswith("compute-bound")
-    starved = classify(compute_only=100.0, loader_only=60.0, effective=55.0)
+    starved = balance_of(compute_only=100.0, loader_only=60.0, effective=55.0)
     assert starved.data_bound
     text = starved.explain()
     assert "compute-only 100.0" in text and "loader-only 60.0" in text and "effective 55.0" in text
     assert "add loader workers" in text
-    serial = classify(compute_only=100.0, loader_only=300.0, effective=70.0)
+    serial = balance_of(compute_only=100.0, loader_only=300.0, effective=70.0)
     assert serial.data_bound and "not overlapped" in serial.explain()
     with pytest.raises(ValueError):
-        classify(0.0, 1.0, 1.0)
+        balance_of(0.0, 1.0, 1.0)

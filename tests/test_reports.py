@@ -81,14 +81,14 @@ def test_junit_report_is_valid_for_jenkins_xunit_and_carries_every_figure(pytest
     train = tests["test_train.py::test_train"]
     assert train.outcome == "passed" and train.hardware == HW
     metrics = {m.metric: m for m in train.metrics}
-    rows = [row.split(None, 2) for row in summary(result) if row.startswith("test_train::fp32")]
+    rows = [row.split(None, 2) for row in summary(result) if row.startswith("test_train.py::test_train::fp32")]
     assert [name for _, name, _ in rows] == ["throughput", "peak_host_memory"]
     for _, name, rest in rows:
         assert rest.startswith(show(metrics[name].value, metrics[name].unit)), (rest, metrics[name])
         assert metrics[name].verdict == "missing"
     throughput = metrics["throughput"]
-    result.stdout.fnmatch_lines([f"test_train::fp32*throughput*{throughput.value:.4g} img/s*missing*",
-                                 "test_train::fp32*peak_host_memory*[0-9] MiB*missing*"])
+    result.stdout.fnmatch_lines([f"test_train.py::test_train::fp32*throughput*{throughput.value:.4g} img/s*missing*",
+                                 "test_train.py::test_train::fp32*peak_host_memory*[0-9] MiB*missing*"])
     assert throughput.unit == "samples/s" and throughput.n == 3
 
     # pytest-benchmark: the same scenario's round times, its figures in extra_info, the machine's keys

@@ -62,7 +62,7 @@ def progress(message: str) -> None:
     print(PROGRESS_PREFIX + message, flush=True)
 
 
-def classify(exc: BaseException) -> str:
+def failure_reason(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}".lower()
     if isinstance(exc, MemoryError) or "out of memory" in text or "oom" in text.split():
         return "out of memory"
@@ -86,7 +86,7 @@ def core_module(scenario: Scenario) -> str:
 
 def error_payload(exc: BaseException) -> dict[str, Any]:
     """What the parent reports for a failed child; your code's errors carry their own traceback."""
-    error = {"reason": classify(exc), "type": type(exc).__name__, "message": str(exc)}
+    error = {"reason": failure_reason(exc), "type": type(exc).__name__, "message": str(exc)}
     user_traceback = getattr(exc, "traceback", None)
     if type(exc).__name__ == "UserCodeError" and isinstance(user_traceback, str):
         error["traceback"] = user_traceback

@@ -99,7 +99,7 @@ def record_for(metric: Metric, software: Mapping[str, Any], restart: bool = Fals
     }
 
 
-def merged_record(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[str, Any]:
+def with_new_run(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[str, Any]:
     """``new`` (one run, from :func:`record_for`) added to ``old``'s history, at most :data:`HISTORY` runs.
 
     The history starts again where ``new`` says so, or where unit or direction changed (a figure
@@ -263,7 +263,7 @@ class BaselineStore:
                 for key, metrics in staged.items():
                     entry = current["entries"].setdefault(key, {})
                     for name, rec in metrics.items():
-                        entry[name] = merged_record(entry.get(name), rec)
+                        entry[name] = with_new_run(entry.get(name), rec)
                 write_atomically(path, dumps(current))
             written.append(path)
         self._staged.clear()

@@ -1,4 +1,4 @@
-"""The pytest side: hooks (:mod:`.hooks`, the ``pytest11`` entry point), options (:mod:`.settings`),
+"""The pytest side: hooks (:mod:`.hooks`, the ``pytest11`` entry point), options (:mod:`.options`),
 markers, the ``dlperf`` fixture (:mod:`.fixtures`, :mod:`.session`) and terminal output
 (:mod:`.console`, :mod:`.report`), and the pytest-benchmark bridge (:mod:`.benchmark`).
 

@@ -106,22 +106,22 @@ def _addresses(launcher: Any, workers: int) -> tuple[str, ...]:
     return tuple(dict.fromkeys(launcher.address(slot) for slot in range(workers)))
 
 
-def distributed(request: pytest.FixtureRequest, settings: Any) -> Iterator[Hosts]:
-    """``settings``: the run's :class:`pytest_dlperf.plugin.settings.Settings` (its launcher and hostfile)."""
+def distributed(request: pytest.FixtureRequest, options: Any) -> Iterator[Hosts]:
+    """``options``: the run's :class:`pytest_dlperf.plugin.options.Options` (its launcher and hostfile)."""
     mark = request.node.get_closest_marker("distributed")
     if mark is None:
         raise pytest.UsageError(
             f"{request.node.nodeid}: the distributed fixture needs @pytest.mark.distributed(workers=..., "
             f"launcher=...) (usage: {markers.MARKERS['distributed']})")
     workers, name, rate = markers.distributed_args(request.node, mark)
-    name = name or settings.launcher
+    name = name or options.launcher
     if name == "netns":
         yield from _netns_hosts(workers, rate)
         return
     from pytest_dlperf.processes.distributed.launchers import make_launcher
 
     try:
-        launcher = make_launcher(name, settings.hostfile)
+        launcher = make_launcher(name, options.hostfile)
     except ValueError as exc:  # no hostfile for ssh/mpi/slurm, or one they cannot honour
         pytest.skip(f"distributed(launcher={name!r}): {exc}")
     missing = launcher.missing()

@@ -7,7 +7,7 @@ from typing import Iterator
 
 import pytest
 
-from pytest_dlperf.plugin import benchmark, fixtures, markers, report, settings
+from pytest_dlperf.plugin import benchmark, fixtures, markers, options, report
 from pytest_dlperf import figures
 from pytest_dlperf.plugin.run import DlperfRun
 from pytest_dlperf.plugin.session import DlperfSession
@@ -17,12 +17,12 @@ SESSION_KEY = pytest.StashKey[DlperfSession]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    settings.add_options(parser)
+    options.add_options(parser)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     markers.register(config)
-    state = config.stash[SESSION_KEY] = DlperfSession(config, settings.Settings.from_config(config))
+    state = config.stash[SESSION_KEY] = DlperfSession(config, options.Options.from_config(config))
     if benchmark.wanted(config):
         state.benchmarks = benchmark.BenchmarkExport(config)
         config.pluginmanager.register(state.benchmarks, benchmark.PLUGIN_NAME)
@@ -76,7 +76,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    s = config.stash[SESSION_KEY].settings
+    s = config.stash[SESSION_KEY].options
     mode = "updating baselines" if s.update else f"tolerance {s.tolerance:.0%}"
     state = config.stash[SESSION_KEY]
     lines = [f"dlperf: profile {s.profile}, baselines {s.baseline_dir}, {mode}, scenario timeout {s.timeout:g} s"
@@ -109,7 +109,7 @@ def precision(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def distributed(request: pytest.FixtureRequest) -> Iterator[fixtures.Hosts]:
     """Hosts and launcher of ``@pytest.mark.distributed(workers=, launcher=, rate=)``, torn down after the test."""
-    yield from fixtures.distributed(request, request.config.stash[SESSION_KEY].settings)
+    yield from fixtures.distributed(request, request.config.stash[SESSION_KEY].options)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -129,7 +129,7 @@ def pytest_testnodedown(node: object, error: object) -> None:
     """xdist controller: a worker finished; its verdicts and written files join the run's."""
     output = getattr(node, "workeroutput", {}).get("dlperf")
     if output:
-        node.config.stash[SESSION_KEY].merge_worker(output)  # type: ignore[attr-defined]
+        node.config.stash[SESSION_KEY].add_worker_output(output)  # type: ignore[attr-defined]
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
@@ -137,7 +137,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     tr = terminalreporter
     if state.ab_outcomes:
         tr.section("dlperf A/B")
-        for line in report.ab_lines(state.ab_outcomes, state.settings.reference or "", state.settings.ab_threshold):
+        for line in report.ab_lines(state.ab_outcomes, state.options.reference or "", state.options.ab_threshold):
             tr.write_line(line)
     if not state.verdicts:
         return
@@ -149,7 +149,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     tr.write_line("")
     tr.write_line(report.counts_line(state.verdicts, state.written, state.unused()))
     for line in (report.precision_lines(state.verdicts)
-                 + report.missing_lines(state.verdicts, state.store, state.settings.profile)
+                 + report.missing_lines(state.verdicts, state.store, state.options.profile)
                  + report.unused_lines(state.unused())):
         tr.write_line(line)
     if any(v.status == IMPROVEMENT for v in state.verdicts):

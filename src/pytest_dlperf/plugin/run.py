@@ -39,7 +39,7 @@ class DlperfRun:
 
     @property
     def profile(self) -> str:
-        return self._session.settings.profile
+        return self._session.options.profile
 
     @property
     def device(self) -> str:
@@ -47,11 +47,11 @@ class DlperfRun:
 
     def scenario(self, framework: str, model: str, **overrides: Any) -> Scenario:
         """A scenario in this run's profile; ``overrides`` win over the profile's shapes."""
-        settings = self._session.settings
+        options = self._session.options
         overrides.setdefault("device", self.device)
-        overrides.setdefault("timeout", settings.timeout)
-        if settings.rounds is not None:
-            overrides.setdefault("rounds", settings.rounds)
+        overrides.setdefault("timeout", options.timeout)
+        if options.rounds is not None:
+            overrides.setdefault("rounds", options.rounds)
         if overrides.get("step") is not None or overrides.get("model_factory") is not None:
             # your module may sit beside the test file, at the rootdir or in pytest's `pythonpath` folders
             # (a src/ layout): the child looks there first, then in its installed packages
@@ -68,8 +68,8 @@ class DlperfRun:
         """The launcher the user chose (``--dlperf-launcher``) for distributed jobs' ranks."""
         from pytest_dlperf.processes.distributed.launchers import make_launcher
 
-        settings = self._session.settings
-        return make_launcher(settings.launcher, settings.hostfile)
+        options = self._session.options
+        return make_launcher(options.launcher, options.hostfile)
 
     def run(self, scenario: Scenario) -> TrainingResult:
         """Train ``scenario`` in a child process; a crash or hang fails this test only.
@@ -78,7 +78,7 @@ class DlperfRun:
         interpreter, interleaved with this one (:meth:`run_paired`), and the test fails
         when this environment is slower than the A/B threshold.
         """
-        if self._session.settings.reference:
+        if self._session.options.reference:
             return self._run_ab(scenario)
         return self.record(self._measured(scenario, f"training {scenario.describe()}",
                                           lambda progress: run_scenario(scenario, self._workdir, progress)))
@@ -130,14 +130,14 @@ class DlperfRun:
         ``decided``/``max_generations``: more generations while the ratios are not decided
         (:func:`pytest_dlperf.processes.paired.run_paired`).
         """
-        settings = self._session.settings
+        options = self._session.options
         if len(variants) < 2:
             pytest.fail(f"{self._item.nodeid}: dlperf.run_paired() needs at least 2 scenarios, got {len(variants)}",
                         pytrace=False)
         first = variants[0].scenario if isinstance(variants[0], Variant) else variants[0]
         if processes is None:
-            processes = settings.processes or (1 if first.device == "cuda" else DEFAULT_PROCESSES)
-        generations = generations or settings.generations
+            processes = options.processes or (1 if first.device == "cuda" else DEFAULT_PROCESSES)
+        generations = generations or options.generations
         console = self._session.console
         keys = [v.key if isinstance(v, Variant) else v.label for v in variants]
         say = console.for_scenario(" vs ".join(keys) if len(keys) <= 3 else f"{keys[0]} vs {len(keys) - 1} variants")
@@ -145,12 +145,12 @@ class DlperfRun:
         try:
             with self._exclusive_devices(first):
                 # what each child really runs: the pairs' rounds, not the scenario's own round count
-                total = pairs_for(pairs or settings.pairs, processes, generations)
+                total = pairs_for(pairs or options.pairs, processes, generations)
                 fresh = f" x {generations} generations" if generations > 1 else ""
                 say(f"training interleaved, {total} pairs x {processes} process{'es' if processes > 1 else ''}"
                     f"{fresh} per variant: {first.replace(rounds=total // (processes * generations)).describe()}")
                 started = time.monotonic()
-                paired = run_paired(list(variants), pairs=pairs or settings.pairs, processes=processes,
+                paired = run_paired(list(variants), pairs=pairs or options.pairs, processes=processes,
                                     generations=generations, workdir=self._workdir,
                                     on_progress=console.child_progress("paired"),
                                     settle_seconds=settle_seconds, build_one_at_a_time=build_one_at_a_time,
@@ -168,7 +168,7 @@ class DlperfRun:
             + ", ".join(f"{key} {ratio.estimate:.3f}x" for key, ratio in paired.ratios.items())
             + f" over {paired.reference}")
         for key, result in paired.results.items():
-            if record and (key != paired.reference or not settings.reference):
+            if record and (key != paired.reference or not options.reference):
                 self.record(result)
         for key, ratio in paired.ratios.items() if record else ():
             self._item.user_properties += figures.of_paired(key, ratio, paired.reference)
@@ -185,26 +185,26 @@ class DlperfRun:
         return metric
 
     def _run_ab(self, scenario: Scenario) -> TrainingResult:
-        settings = self._session.settings
-        reference = Variant(scenario, python=settings.reference, name=f"{scenario.label}@reference")
+        options = self._session.options
+        reference = Variant(scenario, python=options.reference, name=f"{scenario.label}@reference")
 
         def decided(ratios: dict[str, PairedRatio]) -> bool:
-            return all(decide(r, settings.ab_threshold) != INCONCLUSIVE for r in ratios.values())
+            return all(decide(r, options.ab_threshold) != INCONCLUSIVE for r in ratios.values())
 
         # at least two generations, so the interval rests on more than one process pair
-        paired = self.run_paired(reference, Variant(scenario), generations=max(settings.generations, 2),
-                                 decided=decided, max_generations=settings.max_generations)
+        paired = self.run_paired(reference, Variant(scenario), generations=max(options.generations, 2),
+                                 decided=decided, max_generations=options.max_generations)
         result = paired.results[scenario.label]
         ratio = paired.ratio(scenario.label)
-        verdict = decide(ratio, settings.ab_threshold)
+        verdict = decide(ratio, options.ab_threshold)
         ref_software = paired.results[reference.key].software
         self._item.user_properties += figures.of_ab(scenario.label, ratio, verdict, ref_software)
         self._session.ab_outcomes.append((self._item.nodeid, scenario.label, ratio, verdict))
         if verdict == REGRESSION:
             stacks = (f"candidate {_stack(result.software)} vs reference {_stack(ref_software)}")
             pytest.fail(f"A/B slower: {scenario.label} throughput candidate/reference {ratio.describe()}, "
-                        f"beyond the {settings.ab_threshold:.0%} threshold; {stacks}\n"
-                        f"reference interpreter: {settings.reference}", pytrace=False)
+                        f"beyond the {options.ab_threshold:.0%} threshold; {stacks}\n"
+                        f"reference interpreter: {options.reference}", pytrace=False)
         return result
 
     def record(self, result: TrainingResult) -> TrainingResult:
@@ -239,7 +239,7 @@ class DlperfRun:
 
         With ``--update-baselines`` the figures are staged for writing instead.
         """
-        settings = self._session.settings
+        options = self._session.options
         marked = markers.tolerance_of(self._item)
         nodeid = self._item.nodeid
         for result in results:  # e.g. a distributed job's: every judged figure is in the report with its value
@@ -253,8 +253,8 @@ class DlperfRun:
             pytest.fail(f"{nodeid}: dlperf.check() needs at least one result from dlperf.run()", pytrace=False)
         pending += [(label, m, anchor) for label, m in self._derived]
         verdicts = judge(self._session.store, nodeid, self.profile, pending,
-                         floor=lambda name: floor_for(name, settings.tolerance, marked.for_metric(name), tolerance),
-                         alpha=self._session.figure_alpha, update=bool(settings.update))
+                         floor=lambda name: floor_for(name, options.tolerance, marked.for_metric(name), tolerance),
+                         alpha=self._session.figure_alpha, update=bool(options.update))
         for verdict in verdicts:
             self._item.user_properties += figures.of_verdict(verdict.label, verdict)
         self._derived.clear()
@@ -263,10 +263,10 @@ class DlperfRun:
             self._session.benchmarks.add_verdicts(verdicts)
         # In A/B mode the reference environment, run beside this one, is the baseline that fails a test
         # (``run``); the stored figures are still compared and shown in the summary.
-        if any(v.status == REGRESSION for v in verdicts) and not settings.reference:
+        if any(v.status == REGRESSION for v in verdicts) and not options.reference:
             pytest.fail(failure_message(nodeid, verdicts), pytrace=False)
         missing = [v for v in verdicts if v.status == MISSING]
-        if missing and settings.require_baselines:
+        if missing and options.require_baselines:
             hw = missing[0].hardware
             pytest.fail(f"{nodeid}: no baseline for {', '.join(f'{v.label} {v.metric}' for v in missing)} on "
                         f"{hw} ({self._session.store.path(hw)}), and --dlperf-require-baselines is set. Record "
@@ -283,7 +283,7 @@ class DlperfRun:
     @property
     def updating(self) -> bool:
         """``--update-baselines``: this run records its figures instead of being judged by them."""
-        return bool(self._session.settings.update)
+        return bool(self._session.options.update)
 
     @property
     def missing(self) -> list[Verdict]:

@@ -1,4 +1,4 @@
-"""The run's state: settings, the baseline store, every verdict and A/B outcome, the xdist hand-over."""
+"""The run's state: options, the baseline store, every verdict and A/B outcome, the xdist hand-over."""
 
 from __future__ import annotations
 
@@ -14,17 +14,17 @@ from pytest_dlperf.judging.gates import family_alpha
 from pytest_dlperf.judging.stats import PairedRatio
 from pytest_dlperf.judging.verdict import CHECKED_METRICS, Verdict
 from pytest_dlperf.plugin.console import Console
-from pytest_dlperf.plugin.settings import Settings
+from pytest_dlperf.plugin.options import Options
 from pytest_dlperf.processes.devicelock import announce_waits_with
 
 
 class DlperfSession:
     """Owns what the run measured; baselines are read once and written once."""
 
-    def __init__(self, config: pytest.Config, settings: Settings):
+    def __init__(self, config: pytest.Config, options: Options):
         self.config = config
-        self.settings = settings
-        self.store = BaselineStore(settings.baseline_dir)
+        self.options = options
+        self.store = BaselineStore(options.baseline_dir)
         self.verdicts: list[Verdict] = []
         self.written: list[Path] = []
         #: Node ids of the selected tests, in run order.
@@ -45,7 +45,7 @@ class DlperfSession:
         count = 0
         for hw in self.hardware_keys():
             entries = self.store.entries(hw)
-            for key in self.store.keys(hw, self.settings.profile):
+            for key in self.store.keys(hw, self.options.profile):
                 if split_entry_key(key)[0] in collected:
                     count += sum(1 for name in entries[key] if name in CHECKED_METRICS)
         self.family = count
@@ -65,7 +65,7 @@ class DlperfSession:
 
     def finish(self) -> None:
         announce_waits_with(None)
-        if self.settings.update and self.store.staged_count:
+        if self.options.update and self.store.staged_count:
             self.written = self.store.flush()
 
     def worker_output(self) -> dict[str, Any]:
@@ -76,7 +76,7 @@ class DlperfSession:
                                 for test, label, ratio, decision in self.ab_outcomes],
                 "collected": self.collected, "filtered": self.filtered, "family": self.family}
 
-    def merge_worker(self, output: dict[str, Any]) -> None:
+    def add_worker_output(self, output: dict[str, Any]) -> None:
         """On the xdist controller: add a finished worker's verdicts, written files and A/B outcomes,
         so its summary and counts are the ones a run without ``-n`` prints (as syrupy merges its workers)."""
         self.verdicts += [Verdict(**v) for v in output.get("verdicts", [])]
@@ -101,5 +101,5 @@ class DlperfSession:
             return []
         hardware = {v.hardware for v in self.verdicts if v.hardware}
         collected = set(self.collected)
-        return [key for hw in sorted(hardware) for key in self.store.keys(hw, self.settings.profile)
+        return [key for hw in sorted(hardware) for key in self.store.keys(hw, self.options.profile)
                 if split_entry_key(key)[0] not in collected]

@@ -119,7 +119,7 @@ def accuracy_metrics(batches: Iterable[tuple[np.ndarray, np.ndarray]], num_class
 # --- the data-bound detector ----------------------------------------------------------------
 
 @dataclass(frozen=True)
-class PipelineVerdict:
+class PipelineBalance:
     """Compute-only, loader-only and effective throughput, and whether the loader limits training."""
 
     compute_only: float
@@ -166,12 +166,12 @@ def evaluate_real_data(loop: Any, scenario: Scenario, metrics: dict[str, Metric]
         progress("evaluated: " + ", ".join(f"{m.name} {m.value:.3f}" for m in accuracy.values()))
 
 
-def classify(compute_only: float, loader_only: float, effective: float,
-             threshold: float = DATA_BOUND_THRESHOLD) -> PipelineVerdict:
+def balance_of(compute_only: float, loader_only: float, effective: float,
+             threshold: float = DATA_BOUND_THRESHOLD) -> PipelineBalance:
     for name, value in (("compute_only", compute_only), ("loader_only", loader_only), ("effective", effective)):
         if not value > 0:
             raise ValueError(f"{name}={value!r}: throughputs must be positive")
-    return PipelineVerdict(compute_only, loader_only, effective, threshold)
+    return PipelineBalance(compute_only, loader_only, effective, threshold)
 
 
 # --- the loader alone, timed by the training harness ----------------------------------------
@@ -263,7 +263,7 @@ def measure_loader(scenario: Scenario, progress: Callable[[str], None] | None = 
 
 def main(argv: list[str]) -> int:
     """``python -m pytest_dlperf.child.loaders SCENARIO.json RESULT.json [--paced]``: the loader-only child."""
-    from pytest_dlperf.child.train import classify as classify_error, progress
+    from pytest_dlperf.child.train import failure_reason, progress
 
     die_with_parent()
     paced = PACED_FLAG in argv
@@ -279,7 +279,7 @@ def main(argv: list[str]) -> int:
         code = 0
     except BaseException as exc:  # report everything, then exit non-zero
         traceback.print_exc()
-        payload = {ERROR: {"reason": classify_error(exc), "type": type(exc).__name__, "message": str(exc)}}
+        payload = {ERROR: {"reason": failure_reason(exc), "type": type(exc).__name__, "message": str(exc)}}
         code = EXIT_ERROR
     write_result(result_path, payload)
     return code

@@ -139,7 +139,7 @@ def add_options(parser: pytest.Parser) -> None:
         parser.addini(ini, help=help_text, default=None)
 
 
-class Settings(NamedTuple):
+class Options(NamedTuple):
     update: bool
     baseline_dir: Path
     profile: str
@@ -158,7 +158,7 @@ class Settings(NamedTuple):
     require_baselines: bool = False
 
     @classmethod
-    def from_config(cls, config: pytest.Config) -> "Settings":
+    def from_config(cls, config: pytest.Config) -> "Options":
         def get(dest: str, ini: str, convert: Callable[[str], Any]) -> Any:
             value = config.getoption(dest)
             if value is not None:
