@@ -1,44 +1,33 @@
 """How often do the verdicts cry wolf, and do they catch a real slowdown?  (Not a pytest test.)
 
-A benchmark of ``pytest_dlperf.judging.verdict.compare`` itself, with the real PyTorch core
-timed in-process by the plugin's own harness (``TorchTrainingLoop`` + ``measure``) at
-the smoke profile's shapes (resnet18, 64 px, batch 16, 5 rounds x 4 steps).
+Two modes, each the plugin's own rule on real training children (torch, the smoke profile's
+ResNet-18 unless told otherwise), with slowdowns injected as real work inside every training step
+(``bench/slowed_child.py``: the host waits for a fixed fraction of each step's own duration,
+after synchronising the device).
 
-Each trial measures three runs, each on a freshly built training loop (as each test
-run gets a fresh child process): a *baseline*; an *A/A candidate* with no change; and
-an *injected candidate* whose every training step is made slower by ``--slowdown``
-(15% on CPU, 10% on GPU) of the median step time this trial's baseline measured. The
-slowdown is real work inside ``step()``: a host busy-wait on CPU (where the step is
-synchronous), extra matrix multiplications queued on the device's stream on GPU (where
-a host wait would hide behind the asynchronous queue). The two candidates alternate
-their order from trial to trial so drift of the machine hits both alike.
+**Stored mode** (the default): what ``dlperf.check`` does against a stored baseline, with the run
+as the unit of evidence. Each run is one fresh training child (``runner.run_scenario``), as a test
+run is; its figure is the run-level throughput (the median of its rounds), which is what baselines
+record. The runs are taken in cycles: first ``--history`` cycles of one unchanged run each, then one
+cycle per trial of an unchanged run and runs slowed by 5% and 10% (in an order that rotates from
+cycle to cycle, so drift of the machine hits all alike). Trial ``t`` judges that cycle's three runs
+with ``verdict.compare`` against the unchanged runs of the ``--history`` cycles before it (a
+sliding window, as a baseline's history of ``--update-baselines`` runs), at the profile's tolerance
+and two per-figure levels: 0.05 (one figure judged alone) and the Bonferroni level of a suite of
+``--family`` figures (what the plugin uses). It also counts how often the A/A run falls inside the
+95% prediction interval its history gives (the gate's noise bound at alpha 0.05): the interval's
+coverage. The cost of a stored comparison is one run.
 
-Both candidates are compared with the baseline by ``verdict.compare`` at the profile's
-default tolerance (``settings.DEFAULT_TOLERANCE``), on ``throughput`` (per round): the
-speed figure a test judges (step time is its reciprocal and is not judged separately).
-``peak_host_memory`` is left out: in one process it is the peak of the whole script,
-not of one run. ``--rounds`` and ``--steps-per-round`` override the profile's (the first
-as ``--dlperf-rounds`` does in a test run), to see whether longer runs help.
+**Paired mode** (``--paired``): the A/B and ratio claims' mechanism (``pytest_dlperf.processes.paired``).
+Each trial is one interleaved group of four variants of the same scenario, each in ``--processes``
+persistent children: the reference, an unchanged copy (A/A), and copies slowed by 5% and 10%. Each
+copy's paired ratio over the reference is decided by ``stats.decide`` at ``--threshold`` (default 5%,
+the A/B default): a false alarm is an A/A "regression", a detection a slowed copy's "regression".
+The cost of a paired comparison is set against two sequential runs of the same scenario.
 
-Prints per-trial lines, a summary table (false-alarm rate, detection rate, median
-observed deltas, the cost of one verdict in microseconds), the same rates for a sweep
-of tolerances computed from the same samples, and the load average. Exits 1 when the
-false-alarm rate is above 0 or the detection rate below 100% at the tolerance used.
-
-    python bench/verdict_power.py                      # CPU, 10 trials, smoke tolerance
-    python bench/verdict_power.py --trials 20 --save verdict_power.json
-    python bench/verdict_power.py --load verdict_power.json --tolerance 0.10   # re-decide, no training
-    python bench/verdict_power.py --device cuda --profile full                 # 10% slowdown on the GPU
-    python bench/verdict_power.py --paired --trials 20                          # the paired mode, below
-
-``--paired``: the A/B and ratio claims' mechanism instead (``pytest_dlperf.processes.paired``). Each trial is
-one interleaved group of four variants of the same scenario, each in ``--processes`` persistent
-children: the reference, an unchanged copy (A/A), and two copies whose every step is slowed by
-5% and 10% of its own duration (``bench/slowed_child.py``: a host busy-wait, real work in the
-step). Each copy's paired ratio over the reference is decided by ``stats.decide`` at
-``--threshold`` (default 5%, the A/B default): a false alarm is an A/A "regression", a detection a
-slowed copy's "regression". The cost of a paired comparison is set against two sequential runs of
-the same scenario (``runner.run_scenario``), timed once at the start.
+    python bench/verdict_power.py --trials 20 --save stored.json     # stored mode
+    python bench/verdict_power.py --load stored.json --family 100    # re-decide, no training
+    python bench/verdict_power.py --paired --trials 20 --generations 4 --pairs 32
 """
 
 from __future__ import annotations
@@ -51,252 +40,111 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from pytest_dlperf.judging import verdict
-from pytest_dlperf.judging.baselines import Baseline, BaselineStore
+from pytest_dlperf.judging.baselines import Baseline
+from pytest_dlperf.judging.gates import FAMILY_ALPHA, family_alpha, resolve
+from pytest_dlperf.plugin.options import DEFAULT_TOLERANCE
 from pytest_dlperf.profiles import scenario_for
-from pytest_dlperf.result import Metric, metric_from
+from pytest_dlperf.result import metric_from
 from pytest_dlperf.scenario import Scenario
-from pytest_dlperf.plugin.settings import DEFAULT_TOLERANCE
 
-#: Measured per run: throughput is what a test judges (``session.CHECKED_METRICS``); the step
-#: time only sizes the injected slowdown.
-MEASURED = ("throughput", "step_time")
-JUDGED = ("throughput",)
-SWEEP = (0.05, 0.08, 0.10, 0.12, 0.15, 0.20)
+BENCH = str(Path(__file__).resolve().parent)
 SOFTWARE = {"framework": "torch"}
+#: The suite's judged figures on a 2-core CPU run (about 250): the family the plugin's level divides by.
+SUITE_FAMILY = 250
 
 
-# ---------------------------------------------------------------- measuring
+def slowed(s: Scenario, label: str, slowdown: float) -> Scenario:
+    """``s`` run by bench/slowed_child.py, slowed by ``slowdown``; the value is written to one length so
+    every variant's environment (and so its stack's alignment) is the same size."""
+    return s.replace(label=label, env={**s.env, "DLPERF_BENCH_SLOWDOWN": f"{slowdown:.3f}", "PYTHONPATH": BENCH})
 
 
-def build_loop(s: Scenario) -> Any:
-    import torch
+# ---------------------------------------------------------------- stored mode
 
-    from pytest_dlperf.child.cores.torch_core import TorchTrainingLoop
-
-    torch.manual_seed(s.seed)
-    return TorchTrainingLoop(s)
+STORED_VARIANTS = (("aa", 0.0), ("slowed_5", 0.05), ("slowed_10", 0.10))
 
 
-def spin_injector(extra_s: float) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
-    """Host busy-wait after each step: on CPU the step's work is done when it returns."""
+def stored_runs(args: argparse.Namespace, s: Scenario, describe: str) -> dict[str, Any]:
+    """Every run's throughput, cycle by cycle (see the module's docstring)."""
+    from pytest_dlperf.processes.devicelock import device_lock
+    from pytest_dlperf.processes.runner import run_scenario
 
-    def wrap(step: Callable[[], Any]) -> Callable[[], Any]:
-        def slowed() -> Any:
-            loss = step()
-            end = time.perf_counter() + extra_s
-            while time.perf_counter() < end:
-                pass
-            return loss
-
-        return slowed
-
-    return wrap
-
-
-def matmul_injector(device: str, extra_s: float) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
-    """Extra matmuls on the device's stream, calibrated to take ``extra_s`` per step."""
-    import torch
-
-    n = 1024 if device == "cuda" else 256
-    a = torch.randn(n, n, device=device)
-    b = torch.randn(n, n, device=device)
-
-    def sync() -> None:
-        if device == "cuda":
-            torch.cuda.synchronize()
-
-    for _ in range(5):
-        a @ b
-    sync()
-    reps = 50
-    start = time.perf_counter()
-    for _ in range(reps):
-        a @ b
-    sync()
-    per_matmul = (time.perf_counter() - start) / reps
-    count = max(1, round(extra_s / per_matmul))
-
-    def wrap(step: Callable[[], Any]) -> Callable[[], Any]:
-        def slowed() -> Any:
-            loss = step()
-            for _ in range(count):
-                torch.mm(a, b)
-            return loss
-
-        return slowed
-
-    return wrap
-
-
-def measure_once(s: Scenario, inject: Callable[[Callable[[], Any]], Callable[[], Any]] | None) -> dict[str, Metric]:
-    from pytest_dlperf.child.measure import measure
-
-    loop = build_loop(s)
-    if inject is not None:
-        loop.step = inject(loop.step)  # the harness calls loop.step(): the slowdown is inside the timed step
-    metrics, _, _ = measure(loop, s)
-    return {name: metrics[name] for name in MEASURED}
-
-
-# ---------------------------------------------------------------- deciding
-
-
-def as_baseline(metrics: dict[str, Metric]) -> dict[str, Baseline]:
-    """Through the real baseline store: staged, written to JSON, read back."""
-    with tempfile.TemporaryDirectory() as tmp:
-        store = BaselineStore(Path(tmp))
-        for m in metrics.values():
-            store.stage("bench", {}, "bench", m, SOFTWARE)
-        store.flush()
-        fresh = BaselineStore(Path(tmp))
-        found = {name: fresh.lookup("bench", "bench", name) for name in metrics}
-    return {name: b for name, b in found.items() if b is not None}
-
-
-@dataclass
-class Trial:
-    baseline: dict[str, list[float]]
-    same: dict[str, list[float]]
-    slowed: dict[str, list[float]]
-    injected_s: float
-
-
-def judged_metrics(samples: dict[str, list[float]]) -> dict[str, Metric]:
-    """The figures a verdict is taken on (``JUDGED``), as metrics."""
-    units = {"throughput": ("samples/s", "higher")}
-    return {name: metric_from(name, samples[name], *units[name]) for name in JUDGED}
-
-
-def decide(baseline: dict[str, list[float]], candidate: dict[str, list[float]],
-           tolerance: float) -> list[verdict.Verdict]:
-    base = as_baseline(judged_metrics(baseline))
-    return [verdict.compare("bench", "candidate", m, base[name], tolerance, SOFTWARE)
-            for name, m in judged_metrics(candidate).items()]
-
-
-def outcome(verdicts: Sequence[verdict.Verdict]) -> str:
-    statuses = {v.status for v in verdicts}
-    return verdict.REGRESSION if verdict.REGRESSION in statuses else (
-        verdict.IMPROVEMENT if verdict.IMPROVEMENT in statuses else verdict.OK)
-
-
-def rates(trials: Sequence[Trial], tolerance: float) -> tuple[int, int]:
-    """(false alarms, detections) over the trials at this tolerance."""
-    alarms = sum(outcome(decide(t.baseline, t.same, tolerance)) == verdict.REGRESSION for t in trials)
-    caught = sum(outcome(decide(t.baseline, t.slowed, tolerance)) == verdict.REGRESSION for t in trials)
-    return alarms, caught
-
-
-def verdict_cost_us(trial: Trial, tolerance: float, calls: int) -> dict[str, float]:
-    """Median wall time of one ``compare`` call per metric (summaries and rank test included)."""
-    base = as_baseline(judged_metrics(trial.baseline))
-    out = {}
-    for name, metric in judged_metrics(trial.slowed).items():
-        times = []
-        for _ in range(calls):
+    workdir = Path(tempfile.mkdtemp(prefix="dlperf-stored-power-"))
+    data: dict[str, Any] = {"describe": describe, "history": args.history, "tolerance": args.tolerance,
+                            "cycles": []}
+    for cycle in range(args.history + args.trials):
+        kinds = [STORED_VARIANTS[0]] if cycle < args.history else list(STORED_VARIANTS)
+        shift = cycle % len(kinds)
+        row: dict[str, Any] = {"load": os.getloadavg()[0]}
+        for label, slowdown in kinds[shift:] + kinds[:shift]:
             start = time.perf_counter()
-            verdict.compare("bench", "candidate", metric, base[name], tolerance, SOFTWARE)
-            times.append(time.perf_counter() - start)
-        out[name] = statistics.median(times) * 1e6
-    return out
+            with device_lock(["cpu"] if s.device == "cpu" else ["0"], timeout=3600,
+                             owner="bench/verdict_power.py"):  # as a test run holds it
+                result = run_scenario(slowed(s, label, slowdown), workdir, module="slowed_child")
+            row[label] = {"throughput": result.metrics["throughput"].value, "wall_s": time.perf_counter() - start}
+        data["cycles"].append(row)
+        if args.save:  # after every cycle, so a long run interrupted keeps what it measured
+            args.save.write_text(json.dumps(data, indent=1))
+        print(f"cycle {cycle + 1}/{args.history + args.trials} (load {row['load']:.2f}): " + ", ".join(
+            f"{label} {row[label]['throughput']:.2f}" for label, _ in kinds), flush=True)
+    return data
 
 
-# ---------------------------------------------------------------- reporting
+def stored_trials(data: dict[str, Any]) -> list[tuple[list[float], dict[str, float]]]:
+    """(history, {variant: throughput}) per trial: the unchanged runs of the cycles before it."""
+    cycles, history = data["cycles"], data["history"]
+    unchanged = [c["aa"]["throughput"] for c in cycles]
+    return [(unchanged[t - history:t], {label: cycles[t][label]["throughput"] for label, _ in STORED_VARIANTS})
+            for t in range(history, len(cycles))]
 
 
-def fmt_verdicts(vs: Sequence[verdict.Verdict]) -> str:
-    parts = []
-    for v in vs:
-        p = f" p={v.p_value:.3f}" if v.p_value is not None else ""
-        parts.append(f"{v.metric} {v.delta:+.1%} tol {v.tolerance:.0%}{p} {v.status}")
-    return "; ".join(parts)
+def judge_stored(history: list[float], value: float, tolerance: float, alpha: float) -> str:
+    runs = tuple(history)
+    baseline = Baseline(value=statistics.median(runs), unit="samples/s", direction="higher", samples=runs,
+                        iqr=0.0, software=SOFTWARE, recorded="", runs=runs)
+    metric = metric_from("throughput", [value], "samples/s")
+    return verdict.compare("bench", "candidate", metric, baseline, tolerance, SOFTWARE, alpha=alpha).status
 
 
-def run_trials(args: argparse.Namespace, s: Scenario) -> list[Trial]:
-    trials = []
-    for k in range(args.trials):
-        base = measure_once(s, None)
-        step_median = base["step_time"].value
-        extra = args.slowdown * step_median
-        inject = (spin_injector(extra) if args.inject == "spin" else matmul_injector(s.device, extra))
-        if k % 2 == 0:
-            same, slowed = measure_once(s, None), measure_once(s, inject)
-        else:
-            slowed, same = measure_once(s, inject), measure_once(s, None)
-        t = Trial({n: list(m.samples) for n, m in base.items()}, {n: list(m.samples) for n, m in same.items()},
-                  {n: list(m.samples) for n, m in slowed.items()}, extra)
-        trials.append(t)
-        print(f"trial {k + 1}/{args.trials}: baseline {base['throughput'].value:.2f} samples/s, "
-              f"step {step_median * 1e3:.1f} ms, injected {extra * 1e3:.1f} ms/step, "
-              f"load {os.getloadavg()[0]:.2f}", flush=True)
-        print(f"    A/A      {fmt_verdicts(decide(t.baseline, t.same, args.tolerance))}", flush=True)
-        print(f"    injected {fmt_verdicts(decide(t.baseline, t.slowed, args.tolerance))}", flush=True)
-    return trials
-
-
-def deltas(trials: Sequence[Trial], which: str, metric: str) -> list[float]:
-    out = []
-    for t in trials:
-        base = statistics.median(t.baseline[metric])
-        out.append((statistics.median(getattr(t, which)[metric]) - base) / base)
-    return out
-
-
-def median_delta(trials: Sequence[Trial], which: str, metric: str) -> float:
-    return statistics.median(deltas(trials, which, metric))
-
-
-def report(args: argparse.Namespace, trials: Sequence[Trial], describe: str, loads: list[float]) -> int:
+def stored_report(data: dict[str, Any], describe: str, family: int) -> int:
+    trials = stored_trials(data)
     n = len(trials)
-    alarms, caught = rates(trials, args.tolerance)
-    cost = verdict_cost_us(trials[0], args.tolerance, args.calls)
-    print()
-    print(f"{describe}; {n} trials; slowdown injected: {args.slowdown:.0%} of the baseline's median step "
-          f"time ({args.inject}); tolerance {args.tolerance:.0%}")
-    rows = [
-        ("false-alarm rate (A/A -> regression)", f"{alarms}/{n} = {alarms / n:.0%}"),
-        ("detection rate (injected -> regression)", f"{caught}/{n} = {caught / n:.0%}"),
-        ("median delta A/A throughput", f"{median_delta(trials, 'same', 'throughput'):+.1%}"),
-        ("median delta injected throughput", f"{median_delta(trials, 'slowed', 'throughput'):+.1%}"),
-        ("median delta injected step_time", f"{median_delta(trials, 'slowed', 'step_time'):+.1%}"),
-    ]
-    rows += [(f"one verdict, {name} ({len(trials[0].baseline[name])} vs {len(trials[0].slowed[name])} samples)",
-              f"{us:.0f} us (median of {args.calls} calls)") for name, us in cost.items()]
-    rows.append(("load average (1 min) start / end", f"{loads[0]:.2f} / {loads[-1]:.2f}"))
-    width = max(len(r[0]) for r in rows)
-    for name, value in rows:
-        print(f"  {name:<{width}}  {value}")
-    print()
-    print("  same samples, other tolerances (widening by spread and rank test as in verdict.py):")
-    print(f"  {'tolerance':>9}  {'false alarms':>12}  {'detected':>8}")
-    good = []
-    for tol in sorted(set(SWEEP) | {args.tolerance}):
-        a, c = rates(trials, tol)
-        mark = "  <- used" if tol == args.tolerance else ""
-        print(f"  {tol:>9.0%}  {a:>5}/{n:<6}  {c:>4}/{n:<3}{mark}")
-        if a == 0 and c == n:
-            good.append(tol)
-    if good:
-        print(f"  tolerances with no false alarm and every slowdown caught: {', '.join(f'{t:.0%}' for t in good)}")
-    else:
-        print("  no tolerance in the sweep gets both numbers right on these samples")
-    drift = max(abs(d) for d in deltas(trials, "same", "throughput"))
-    injected = deltas(trials, "slowed", "throughput")
-    print(f"  run-to-run drift (largest A/A throughput delta, either way): {drift:.1%}; "
-          f"injected throughput deltas {min(injected):+.1%} .. {max(injected):+.1%}")
-    if max(injected) >= -drift:
-        print("  the injected slowdown is within this machine's run-to-run drift: no threshold on a stored\n"
-              "  baseline can catch it every time without false alarms here (longer rounds do not remove drift\n"
-              "  between runs; a quieter machine does)")
-    ok = alarms == 0 and caught == n
-    print(f"\n{'PASS' if ok else 'FAIL'}: false alarms {alarms}/{n}, detected {caught}/{n} "
-          f"at tolerance {args.tolerance:.0%}")
-    return 0 if ok else 1
+    tolerance = data["tolerance"]
+    levels = [("one figure", FAMILY_ALPHA), (f"suite of {family}", family_alpha(family))]
+    print(f"\nstored mode: {describe}; history of {data['history']} runs, tolerance {tolerance:.0%}, {n} trials")
+    print(f"{'level':<16} {'alpha':>8} {'A/A slower':>10} {'A/A faster':>10} {'A/A inconcl.':>12} "
+          f"{'5% caught':>9} {'10% caught':>10}")
+    for name, alpha in levels:
+        out = {label: [judge_stored(h, v[label], tolerance, alpha) for h, v in trials] for label, _ in STORED_VARIANTS}
+        aa = out["aa"]
+        print(f"{name:<16} {alpha:>8.2g} {aa.count(verdict.REGRESSION):>7}/{n:<2}"
+              f" {aa.count(verdict.IMPROVEMENT):>7}/{n:<2} {aa.count(verdict.INCONCLUSIVE):>9}/{n:<2}"
+              f" {out['slowed_5'].count(verdict.REGRESSION):>6}/{n:<2}"
+              f" {out['slowed_10'].count(verdict.REGRESSION):>7}/{n:<2}")
+    inside, widths = 0, []
+    for history, values in trials:
+        gate = resolve(0.0, history, None, 0.05)
+        bound = gate.noise_bound
+        if bound is None:
+            continue
+        widths.append(math.expm1(bound))
+        inside += abs(math.log(values["aa"] / statistics.geometric_mean(history))) <= bound
+    if widths:
+        print(f"95% prediction interval of one more run: held the A/A run in {inside}/{len(widths)} trials; "
+              f"median half-width {statistics.median(widths):.1%}")
+    changes = {label: [math.log(v[label] / statistics.geometric_mean(h)) for h, v in trials]
+               for label, _ in STORED_VARIANTS}
+    print("median change against the history: " + ", ".join(
+        f"{label} {math.expm1(statistics.median(c)):+.1%}" for label, c in changes.items()))
+    wall = statistics.median(c[label]["wall_s"] for c in data["cycles"] for label, _ in STORED_VARIANTS if label in c)
+    print(f"cost: one stored comparison is one run, {wall:.0f} s (median); the history's runs are paid once")
+    aa_alarms = sum(judge_stored(h, v["aa"], tolerance, family_alpha(family)) == verdict.REGRESSION
+                    for h, v in trials)
+    return 0 if aa_alarms == 0 else 1
 
 
 # ---------------------------------------------------------------- paired mode
@@ -311,7 +159,6 @@ def paired_trials(args: argparse.Namespace, s: Scenario, describe: str) -> dict[
     from pytest_dlperf.processes.runner import run_scenario
     from pytest_dlperf.judging.stats import decide
 
-    bench = str(Path(__file__).resolve().parent)
     workdir = Path(tempfile.mkdtemp(prefix="dlperf-paired-power-"))
     start = time.perf_counter()
     for label in ("seq_a", "seq_b"):
@@ -320,12 +167,9 @@ def paired_trials(args: argparse.Namespace, s: Scenario, describe: str) -> dict[
     print(f"two sequential runs of the scenario: {sequential_s:.1f} s", flush=True)
     # The reference runs the very same child as the unchanged copy (module, environment, its size): a
     # process's environment and argv move its stack's alignment, which alone can shift a CPU figure by
-    # a few percent; only the slowdown's value differs between the variants, written to equal length.
-    variants = []
-    for label, slowdown in (("reference", 0.0), *PAIRED_VARIANTS):
-        variants.append(Variant(s.replace(label=label, env={**s.env, "DLPERF_BENCH_SLOWDOWN": f"{slowdown:.3f}",
-                                                            "PYTHONPATH": bench}),
-                                module="slowed_child"))
+    # a few percent.
+    variants = [Variant(slowed(s, label, slowdown), module="slowed_child")
+                for label, slowdown in (("reference", 0.0), *PAIRED_VARIANTS)]
     trials = []
     for t in range(args.trials):
         start = time.perf_counter()
@@ -421,21 +265,18 @@ def paired_report(data: dict[str, Any], describe: str) -> int:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=10, help="trials (each: baseline, A/A, injected)")
+    parser.add_argument("--trials", type=int, default=20, help="trials (stored: cycles after the history)")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--profile", default="smoke", choices=tuple(DEFAULT_TOLERANCE))
     parser.add_argument("--model", default="resnet18")
-    parser.add_argument("--rounds", type=int, default=None, help="default: the profile's")
     parser.add_argument("--steps-per-round", type=int, default=None, help="default: the profile's")
+    parser.add_argument("--save", type=Path, help="write the measured figures here (JSON)")
+    parser.add_argument("--load", type=Path, help="decide on figures saved earlier instead of training")
+    parser.add_argument("--history", type=int, default=5, help="stored mode: recorded runs a trial is judged by")
     parser.add_argument("--tolerance", type=float, default=None,
-                        help="default: settings.DEFAULT_TOLERANCE of the profile")
-    parser.add_argument("--slowdown", type=float, default=None,
-                        help="fraction of the step time; default 0.15 CPU, 0.10 GPU")
-    parser.add_argument("--inject", choices=("spin", "matmul"), default=None,
-                        help="default: spin on CPU, matmul on GPU")
-    parser.add_argument("--calls", type=int, default=2000, help="compare() calls timed for the verdict cost")
-    parser.add_argument("--save", type=Path, help="write the measured samples here (JSON)")
-    parser.add_argument("--load", type=Path, help="decide on samples saved earlier instead of training")
+                        help="stored mode: default options.DEFAULT_TOLERANCE of the profile")
+    parser.add_argument("--family", type=int, default=SUITE_FAMILY,
+                        help=f"stored mode: judged figures in the suite the level is set for (default {SUITE_FAMILY})")
     parser.add_argument("--paired", action="store_true", help="the paired, interleaved mode (see above)")
     parser.add_argument("--pairs", type=int, default=20, help="paired mode: pairs of rounds per trial")
     parser.add_argument("--processes", type=int, default=2, help="paired mode: processes per variant")
@@ -443,56 +284,25 @@ def main(argv: list[str]) -> int:
                         help="paired mode: successive sets of fresh processes sharing the pairs")
     parser.add_argument("--threshold", type=float, default=0.05, help="paired mode: decision threshold")
     args = parser.parse_args(argv)
-    if args.trials < 1:
-        parser.error("--trials must be at least 1")
-    args.slowdown = args.slowdown or (0.10 if args.device == "cuda" else 0.15)
-    args.inject = args.inject or ("matmul" if args.device == "cuda" else "spin")
-    if args.device == "cuda" and args.inject == "spin":
-        parser.error("--inject spin cannot slow an asynchronous GPU step; use matmul")
-
+    if args.trials < 1 or args.history < 2:
+        parser.error("--trials must be at least 1 and --history at least 2")
+    if args.load:
+        data = json.loads(args.load.read_text())
+        describe = data["describe"] + f" (loaded from {args.load})"
+        data["tolerance"] = args.tolerance or data.get("tolerance")
+        return paired_report(data, describe) if args.paired else stored_report(data, describe, args.family)
+    overrides = {k: v for k, v in (("steps_per_round", args.steps_per_round),) if v}
+    s = scenario_for(args.profile, "torch", args.model, device=args.device, **overrides)
+    describe = (f"{s.model} {s.precision} batch {s.batch_size} {s.image_size}px, {s.rounds} rounds x "
+                f"{s.steps_per_round} steps, {s.device}, {os.cpu_count()} CPUs")
+    print(describe, flush=True)
     if args.paired:
-        if args.load:
-            data = json.loads(args.load.read_text())
-            return paired_report(data, data["describe"] + f" (loaded from {args.load})")
-        overrides = {k: v for k, v in (("steps_per_round", args.steps_per_round),) if v}
-        s = scenario_for(args.profile, "torch", args.model, device=args.device, **overrides)
-        describe = (f"{s.model} {s.precision} batch {s.batch_size} {s.image_size}px, {s.steps_per_round}-step rounds, "
-                    f"{s.device}, {os.cpu_count()} CPUs")
         data = {"describe": describe, **paired_trials(args, s, describe)}
         if args.save:
             args.save.write_text(json.dumps(data, indent=1))
         return paired_report(data, describe)
-
-    loads = [os.getloadavg()[0]]
-    if args.load:
-        data = json.loads(args.load.read_text())
-        trials = [Trial(**t) for t in data["trials"]]
-        describe = data["describe"] + f" (loaded from {args.load})"
-        args.slowdown, args.inject = data["slowdown"], data["inject"]
-        args.tolerance = args.tolerance or data.get("tolerance") or DEFAULT_TOLERANCE[args.profile]
-        loads = data.get("loads", loads)
-    else:
-        args.tolerance = args.tolerance or DEFAULT_TOLERANCE[args.profile]
-        import torch
-
-        from pytest_dlperf.child.cores.torch_core import apply_threads, configure_precision
-
-        overrides = {k: v for k, v in (("rounds", args.rounds), ("steps_per_round", args.steps_per_round)) if v}
-        s = scenario_for(args.profile, "torch", args.model, device=args.device, **overrides)
-        apply_threads(s)
-        configure_precision(s)
-        where = torch.cuda.get_device_name() if s.device == "cuda" else f"CPU x{torch.get_num_threads()} threads"
-        describe = (f"{s.model} {s.precision} batch {s.batch_size} {s.image_size}px, {s.rounds} rounds x "
-                    f"{s.steps_per_round} steps, on {where}, torch {torch.__version__}")
-        print(describe, flush=True)
-        trials = run_trials(args, s)
-        loads.append(os.getloadavg()[0])
-        if args.save:
-            args.save.write_text(json.dumps({
-                "describe": describe, "tolerance": args.tolerance, "slowdown": args.slowdown,
-                "inject": args.inject, "loads": loads,
-                "trials": [t.__dict__ for t in trials]}, indent=1))
-    return report(args, trials, describe, loads)
+    args.tolerance = args.tolerance or DEFAULT_TOLERANCE[args.profile]
+    return stored_report(stored_runs(args, s, describe), describe, args.family)
 
 
 if __name__ == "__main__":
