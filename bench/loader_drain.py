@@ -6,7 +6,7 @@ spell, undrained and drained (``LoaderLoop.drain_prefetched``), against the load
 rate, for one framework's loader at the input pipeline test's smoke shapes (1 worker, 32 px, batch 16):
 
     python bench/loader_drain.py torch
-    PYTHONPATH=. /work/venv-tf/bin/python bench/loader_drain.py tensorflow
+    .tox/perf-tf/bin/python bench/loader_drain.py tensorflow
 """
 
 from __future__ import annotations

@@ -92,7 +92,7 @@ def test_step_baselines_round_trip_under_the_workload_name(pytester: pytest.Pyte
     result.assert_outcomes(passed=1)
     # compared with the recorded figures (one run: its noise is unknown, so the verdict is no change or
     # inconclusive, never a failure)
-    result.stdout.fnmatch_lines(["test_mine::tiny_mlp  throughput * rows/s * rows/s *",
+    result.stdout.fnmatch_lines(["test_mine.py::test_mine::tiny_mlp  throughput * rows/s * rows/s *",
                                  "2 metrics compared with baselines. 0 regressions. * 0 missing baselines."])
 
 
