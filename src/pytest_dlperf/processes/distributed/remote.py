@@ -63,8 +63,12 @@ def _host_slots(job: Job) -> dict[str, int]:
     return slots
 
 
-def _remote_env(job_id: str) -> dict[str, str]:
-    return dict(os.environ,
+def _remote_env(job_id: str | None = None) -> dict[str, str]:
+    """What a remote call runs with; ``job_id`` marks it as the job's (an mpirun then gets its own session
+    folder under the job's scratch, so the probes of two hosts starting at once do not race on
+    Open MPI's shared one). The reaper goes unmarked: it kills what carries the marker."""
+    marker = {JOB_MARKER: job_id} if job_id else {}
+    return dict(os.environ, **marker,
                 PYTHONPATH=os.pathsep.join(p for p in (PACKAGE_ROOT, os.environ.get("PYTHONPATH", "")) if p))
 
 
@@ -140,7 +144,7 @@ def reap_remote(job: Job, job_id: str, skip: Sequence[str] = ()) -> list[str]:
     """Kill the job's processes on every remote host through the launcher; the hosts it could not reach
     (``skip``: hosts already found gone, not waited for again)."""
     slots = {host: slot for host, slot in _host_slots(job).items() if host not in skip}
-    env = _remote_env(job_id)
+    env = _remote_env()
     scratch = str(Path(REMOTE_SCRATCH) / job_id)
     argvs = {host: job.launcher.argv(slot, [host_python(job, slot), "-c", REAPER, job_id, scratch], env)
              for host, slot in slots.items()}
