@@ -27,10 +27,10 @@ def _written() -> tuple[TrainingResult, list[tuple[str, str]]]:
     ratio = paired_ratio([2.0, 2.1, 1.9, 2.05], [1.0, 1.0, 1.0, 1.0], units=[0, 0, 1, 1])
     verdict = Verdict(test="t", label="fp32.v1", metric="throughput", unit="samples/s", direction="higher",
                       observed=11.0, baseline=10.0, tolerance=0.05, status="ok", gate=0.08, noise=0.02, runs=3)
-    props = (figures.of_result(result, result.software)
+    props = (figures.of_result(result)
              + figures.of_derived("amp", paired_metric("speedup", ratio))
              + figures.of_floor("amp", "speedup", 1.8)
-             + figures.of_verdict("fp32.v1", verdict)
+             + figures.of_verdict(verdict)
              + figures.of_paired("amp", ratio, "fp32.v1")
              + figures.of_ab("fp32.v1", ratio, "ok", {"framework": "torch"}))
     return result, props

@@ -98,12 +98,12 @@ def split_suite_property(suite_name: str) -> tuple[str, str] | None:
 
 # --- what the plugin writes ---------------------------------------------------------------------
 
-def of_result(result: TrainingResult, software: Mapping[str, Any]) -> list[Property]:
+def of_result(result: TrainingResult) -> list[Property]:
     """A training result: its machine, scenario, software and every measured figure."""
     label = result.label
     props = [(PREFIX + HARDWARE, str(result.environment.get("hardware_key", ""))),
              (name(label, "scenario"), result.scenario.describe()),
-             (name(label, "software"), words(software))]
+             (name(label, "software"), words(result.software))]
     for metric in result.metrics.values():
         props += _figure(label, metric, with_n=True)
     if result.environment.get("workers"):
@@ -137,9 +137,9 @@ def of_floor(label: str, metric: str, floor: float) -> list[Property]:
     return [(name(label, metric, "floor"), number(floor))]
 
 
-def of_verdict(label: str, verdict: Any) -> list[Property]:
+def of_verdict(verdict: Any) -> list[Property]:
     """A stored-baseline judgement (:class:`pytest_dlperf.judging.verdict.Verdict`) of one figure."""
-    metric = verdict.metric
+    label, metric = verdict.label, verdict.metric
     props = [(name(label, metric, "verdict"), verdict.status),
              (name(label, metric, "tolerance"), number(verdict.tolerance))]
     if verdict.baseline is not None:

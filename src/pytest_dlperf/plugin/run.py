@@ -213,7 +213,7 @@ class DlperfRun:
         self._results.append(result)
         if self._session.benchmarks is not None:
             self._session.benchmarks.add(self._item, result, result.software)
-        self._item.user_properties += figures.of_result(result, result.software)
+        self._item.user_properties += figures.of_result(result)
         return result
 
     def _exclusive_devices(self, scenario: Scenario) -> Any:
@@ -256,7 +256,7 @@ class DlperfRun:
                          floor=lambda name: floor_for(name, options.tolerance, marked.for_metric(name), tolerance),
                          alpha=self._session.figure_alpha, update=bool(options.update))
         for verdict in verdicts:
-            self._item.user_properties += figures.of_verdict(verdict.label, verdict)
+            self._item.user_properties += figures.of_verdict(verdict)
         self._derived.clear()
         self._session.verdicts += verdicts
         if self._session.benchmarks is not None:
