@@ -36,16 +36,21 @@ FRAMEWORKS = [pytest.param(fw, marks=pytest.mark.framework(fw), id=fw) for fw in
 _groups: dict[tuple[str, str], object] = {}
 
 
-def _group(dlperf, framework):
+def _group(dlperf, framework, nodeid):
     """The default and every runnable setting, interleaved round by round (pytest_dlperf.processes.paired):
     each setting's speedup is the paired ratio of its rounds over the default's rounds of the
-    same pair, so drift of the machine between runs cancels."""
+    same pair, so drift of the machine between runs cancels. While a setting the baseline recorded
+    as faster is inconclusive about keeping that gain, fresh processes join (``tuning.gain_decided``)."""
     key = (framework, dlperf.profile)
     if key not in _groups:
         base = dlperf.scenario(framework, MODEL, **(SMOKE if dlperf.profile == "smoke" else {}))
-        variants = [s.apply(base) for s in tuning.seed_003_settings(framework) if not s.skip_reason]
-        _groups[key] = dlperf.run_paired(*variants, record=False, pairs=PAIRS,
-                                         settle_seconds=tuning.group_settle_seconds(framework))
+        settings = [s for s in tuning.seed_003_settings(framework) if not s.skip_reason]
+        test = nodeid.rsplit("[", 1)[0]
+        recorded = {s.name: dlperf.recorded_runs(f"{test}[{framework}-{s.name}]", s.name, "speedup")
+                    for s in settings}
+        _groups[key] = dlperf.run_paired(*(s.apply(base) for s in settings), record=False, pairs=PAIRS,
+                                         settle_seconds=tuning.group_settle_seconds(framework),
+                                         decided=None if dlperf.updating else tuning.gain_decided(recorded))
     return _groups[key]
 
 
@@ -94,7 +99,7 @@ def test_cpu_setting_against_default(dlperf, framework, name, request):
         pytest.skip(f"{name}: {setting.skip_reason}")
     request.node.user_properties.append((f"dlperf.{name}.settings", setting.describe()))
     request.node.user_properties.append(("dlperf.topology", tuning.topology().describe()))
-    group = _group(dlperf, framework)
+    group = _group(dlperf, framework, request.node.nodeid)
     run = dlperf.record(group.results[name])
     if name == "default":
         _assert_untuned(framework, run)

@@ -31,7 +31,7 @@ from pytest_dlperf.child.loaders import balance_of
 from pytest_dlperf.processes.paired import Variant
 from pytest_dlperf.plugin.options import DEFAULT_AB_THRESHOLD as THRESHOLD
 from pytest_dlperf.judging.outcomes import REGRESSION
-from pytest_dlperf.judging.stats import decide
+from pytest_dlperf.judging.stats import decide, decided_at
 from pytest_dlperf.child.train import REAL_DATA, missing_capability
 
 MODEL = "resnet18"  # seed 001's data-bound model
@@ -126,7 +126,7 @@ def test_loader_is_not_the_bottleneck(dlperf, framework, data_root, request):
     # The loader alone (no training) against training alone, interleaved: their ratio is the claim.
     paired = dlperf.run_paired(base.replace(label="compute_only"),
                                Variant(real.replace(label="loader_only"), module="pytest_dlperf.child.loaders"),
-                               record=False, pairs=PAIRS)
+                               record=False, pairs=PAIRS, decided=decided_at(THRESHOLD))
     compute, loader = paired.results["compute_only"], paired.results["loader_only"]
     ratio = paired.ratio("loader_only")
     dlperf.record(compute)

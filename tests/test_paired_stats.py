@@ -15,7 +15,8 @@ import pytest
 
 from pytest_dlperf.judging import stats as stats_module
 from pytest_dlperf.judging.outcomes import IMPROVEMENT, INCONCLUSIVE, OK, REGRESSION
-from pytest_dlperf.judging.stats import PairedRatio, _signed_rank_counts, _signed_rank_k, decide, paired_ratio
+from pytest_dlperf.judging.stats import (PairedRatio, _signed_rank_counts, _signed_rank_k, decide, decided_at,
+                                         paired_ratio)
 
 
 def naive_walsh(d):
@@ -274,3 +275,10 @@ def test_round_trip_and_description() -> None:
     assert made(0.912, 0.897, 0.925).describe() == \
         "0.912x [0.897, 0.925] (95% CI, 10 pairs, 1 process pair: rounds' noise only)"
     assert result.describe().endswith("(90% CI, 9 pairs, 1 process pair: rounds' noise only)")
+
+
+def test_a_group_is_decided_once_no_ratio_is_inconclusive() -> None:
+    rule = decided_at(0.10)
+    assert rule({"a": made(0.85, 0.80, 0.90), "b": made(1.00, 0.95, 1.05)}) is True
+    assert rule({"a": made(0.85, 0.80, 0.90), "b": made(0.99, 0.88, 1.10)}) is False
+    assert rule({}) is True

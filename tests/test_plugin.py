@@ -466,8 +466,9 @@ def test_a_scenario_that_pins_its_threads_is_filed_under_this_machine(pytester: 
 
 def test_a_test_reads_its_own_stored_figure_and_knows_when_it_records(pytester: pytest.Pytester) -> None:
     """``dlperf.stored(result, metric, label=)`` is the recorded baseline of one of the test's figures
-    (a derived one by its label), None before any is recorded; ``dlperf.updating`` says whether the run
-    records. The tuning test fails a setting the baseline recorded as faster with them."""
+    (a derived one by its label), None before any is recorded; ``dlperf.recorded_runs`` finds any test's
+    recorded values by node id before anything runs; ``dlperf.updating`` says whether the run records.
+    The tuning test plans its group and fails a setting the baseline recorded as faster with them."""
     pytester.makepyfile(test_train="""
 import pytest
 from pytest_dlperf.judging.stats import PairedRatio
@@ -481,11 +482,13 @@ def test_train(dlperf):
     stored = dlperf.stored(r, "speedup", label="tuned")
     mine = dlperf.stored(r, "throughput")
     print("STORED", None if stored is None else stored.runs, mine is not None, dlperf.updating)
+    print("BY NODE ID", dlperf.recorded_runs("test_train.py::test_train", "tuned", "speedup"),
+          dlperf.recorded_runs("test_train.py::test_other", "tuned", "speedup"))
     dlperf.check(r)
 """)
     first = run(pytester, "-s", "--update-baselines")
     first.assert_outcomes(passed=1)
-    first.stdout.fnmatch_lines(["*STORED None False True*"])
+    first.stdout.fnmatch_lines(["*STORED None False True*", "*BY NODE ID () ()*"])
     second = run(pytester, "-s")
     second.assert_outcomes(passed=1)
-    second.stdout.fnmatch_lines(["*STORED (1.3,) True False*"])
+    second.stdout.fnmatch_lines(["*STORED (1.3,) True False*", "*BY NODE ID (1.3,) ()*"])

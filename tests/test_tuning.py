@@ -173,3 +173,17 @@ def test_a_gain_the_baseline_recorded_fails_once_this_run_rules_it_out(recorded,
     if lost:
         assert message.startswith("no longer faster than the default: ")
         assert f"{now[0]:.3f}x [{now[1]:.3f}, {now[2]:.3f}]" in message and "baseline" in message
+
+
+@pytest.mark.parametrize("now, decided", [
+    ((1.00, 0.97, 1.03), True),   # the gain is gone: lost_gain can fail the test
+    ((1.22, 1.18, 1.26), True),   # the gain is kept
+    ((1.60, 0.90, 2.80), True),   # reads as kept; a wide interval alone costs no more processes
+    ((1.02, 0.90, 1.15), False),  # reads as lost, yet a gain is still possible: fresh processes join
+])
+def test_the_group_stops_once_every_recorded_gain_is_decided(now, decided):
+    recorded = {"omp_num_threads": (1.20, 1.25), "kmp_affinity": (1.01,)}
+    undecided_elsewhere = _ratio(1.00, 0.80, 1.20)  # recorded at no gain: nothing to decide about it
+    rule = tuning.gain_decided(recorded)
+    assert rule({"omp_num_threads": _ratio(*now), "kmp_affinity": undecided_elsewhere}) is decided
+    assert tuning.gain_decided({})({"omp_num_threads": _ratio(1.10, 0.98, 1.25)}) is True

@@ -11,7 +11,7 @@ import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from pytest_dlperf.sample_stats import median
 from pytest_dlperf.judging.gates import t_quantile, unit_means
@@ -184,3 +184,10 @@ def decide(ratio: PairedRatio, threshold: float) -> str:
     if ratio.low >= 1 - threshold and ratio.high <= 1 + threshold:
         return OK
     return INCONCLUSIVE
+
+
+def decided_at(threshold: float) -> Callable[[dict[str, PairedRatio]], bool]:
+    """A paired group's stopping rule: every ratio decided (:func:`decide` is not INCONCLUSIVE) at ``threshold``."""
+    def decided(ratios: dict[str, PairedRatio]) -> bool:
+        return all(decide(r, threshold) != INCONCLUSIVE for r in ratios.values())
+    return decided

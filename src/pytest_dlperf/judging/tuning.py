@@ -19,7 +19,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from pytest_dlperf.child.environment import numa_nodes, openmp_runtime_of, physical_cores, usable_cpus
 from pytest_dlperf.scenario import Scenario
@@ -168,12 +168,31 @@ def lost_gain(recorded: Sequence[float], ratio: PairedRatio) -> str | None:
     this run's whole interval below ``1 + EFFECT_THRESHOLD`` (same as, or slower than, the default). An
     interval that still reaches past the threshold is left to the stored speedup's own gate.
     """
-    if not recorded or min(recorded) < 1 + EFFECT_THRESHOLD or ratio.high >= 1 + EFFECT_THRESHOLD:
+    if not recorded_faster(recorded) or ratio.high >= 1 + EFFECT_THRESHOLD:
         return None
     runs = f"{len(recorded)} recorded run{'s' * (len(recorded) != 1)}"
     spread = f"{min(recorded):.2f}x" if len(recorded) == 1 else f"{min(recorded):.2f}-{max(recorded):.2f}x"
     return (f"no longer faster than the default: {spread} in the baseline ({runs}), now {ratio.describe()}; "
             f"a gain of {EFFECT_THRESHOLD:.0%} or more is outside this run's interval")
+
+
+def recorded_faster(recorded: Sequence[float]) -> bool:
+    """The baseline recorded the setting as faster than the default: every recorded speedup beyond the threshold."""
+    return bool(recorded) and min(recorded) >= 1 + EFFECT_THRESHOLD
+
+
+def gain_decided(recorded: Mapping[str, Sequence[float]]) -> Callable[[dict[str, PairedRatio]], bool]:
+    """The tuning group's stopping rule: more processes only while a setting recorded as faster
+    (``recorded``: its speedups, by name) reads at or below ``1 + EFFECT_THRESHOLD`` and its interval
+    still reaches above it: the estimate says the gain is gone, but :func:`lost_gain` cannot say so yet.
+    A setting that still reads faster costs nothing more (the usual run: no change); the other
+    settings claim nothing that more processes would decide."""
+    line = 1 + EFFECT_THRESHOLD
+
+    def decided(ratios: dict[str, PairedRatio]) -> bool:
+        return all(r.estimate > line or r.high < line for name, r in ratios.items()
+                   if recorded_faster(recorded.get(name, ())))
+    return decided
 
 
 def describe_effect(ratio: PairedRatio) -> str:

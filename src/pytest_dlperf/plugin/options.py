@@ -21,7 +21,7 @@ from pytest_dlperf.scenario import PROFILES
 #: The floor under every gate (docs/verdicts.md): a GPU's run-to-run noise is small enough for 5%; a
 #: virtual CPU's drifts more, and each figure's measured noise widens its own gate beyond the floor.
 DEFAULT_TOLERANCE = {"smoke": 0.10, "full": 0.05}
-#: A/B mode's cap on generations of fresh processes for a comparison that is still inconclusive.
+#: The cap on generations of fresh processes for a paired comparison that is still inconclusive.
 DEFAULT_MAX_GENERATIONS = 6
 DEFAULT_TIMEOUT = {"smoke": 600.0, "full": 1800.0}
 #: A/B mode fails a test when candidate/reference throughput is below 1 - this, with an interval excluding 1.
@@ -109,9 +109,10 @@ OPTIONS: list[tuple[str, str, str, Callable[[str], Any], str]] = [
      "successive sets of fresh processes that share a paired comparison's pairs (default 1): "
      "processes x generations processes per variant, only processes of them resident at once"),
     ("--dlperf-max-generations", "dlperf_max_generations", "dlperf_max_generations", _positive_int,
-     f"A/B mode: a comparison still inconclusive after its generations takes one more generation of fresh "
-     f"processes at a time, up to this many in all (default {DEFAULT_MAX_GENERATIONS}); it starts with at "
-     "least 2, so its interval rests on more than one process pair"),
+     f"a paired comparison still inconclusive after its generations (A/B mode; tests that ask for it) takes "
+     f"one more generation of fresh processes at a time, up to this many in all (default "
+     f"{DEFAULT_MAX_GENERATIONS}); A/B mode starts with at least 2, so its interval rests on more than one "
+     "process pair"),
     ("--dlperf-reference", "dlperf_reference", "dlperf_reference", _interpreter,
      "A/B mode: the python of a reference environment (e.g. a venv with the previous framework release); "
      "every scenario also runs there, interleaved, and the test fails when this environment is slower"),

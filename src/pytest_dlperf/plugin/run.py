@@ -12,11 +12,12 @@ from typing import Any, Callable, Sequence
 import pytest
 
 from pytest_dlperf import figures
+from pytest_dlperf.child.environment import hardware_key
 from pytest_dlperf.judging.baselines import Baseline, entry_key
 from pytest_dlperf.judging.gates import floor_for
 from pytest_dlperf.judging.judge import judge
-from pytest_dlperf.judging.stats import PairedRatio, decide
-from pytest_dlperf.judging.verdict import CHECKED_METRICS, INCONCLUSIVE, MISSING, REGRESSION, Verdict, failure_message
+from pytest_dlperf.judging.stats import PairedRatio, decide, decided_at
+from pytest_dlperf.judging.verdict import CHECKED_METRICS, MISSING, REGRESSION, Verdict, failure_message
 from pytest_dlperf.plugin import markers
 from pytest_dlperf.plugin.session import DlperfSession
 from pytest_dlperf.processes.devicelock import DeviceLockTimeout, device_lock, visible_gpus
@@ -127,8 +128,9 @@ class DlperfRun:
         (compiled scenarios: their compile time is measured without the other children's load);
         None: :func:`pytest_dlperf.processes.paired.build_width` chooses (one or two at a time on CPU, all on GPU).
         ``generations`` (default ``--dlperf-generations``): successive sets of fresh processes;
-        ``decided``/``max_generations``: more generations while the ratios are not decided
-        (:func:`pytest_dlperf.processes.paired.run_paired`).
+        ``decided`` (e.g. :func:`pytest_dlperf.judging.stats.decided_at`): one more generation at a time while
+        the ratios are not decided, up to ``max_generations`` (default ``--dlperf-max-generations``)
+        (:func:`pytest_dlperf.processes.paired.run_paired`). A generation's pairs stay ``pairs``' share.
         """
         options = self._session.options
         if len(variants) < 2:
@@ -138,6 +140,8 @@ class DlperfRun:
         if processes is None:
             processes = options.processes or (1 if first.device == "cuda" else DEFAULT_PROCESSES)
         generations = generations or options.generations
+        if decided is not None and max_generations is None:
+            max_generations = max(options.max_generations, generations)
         console = self._session.console
         keys = [v.key if isinstance(v, Variant) else v.label for v in variants]
         say = console.for_scenario(" vs ".join(keys) if len(keys) <= 3 else f"{keys[0]} vs {len(keys) - 1} variants")
@@ -164,9 +168,12 @@ class DlperfRun:
         if problem:
             say(f"failed: {problem.splitlines()[0]}")
             pytest.fail(problem, pytrace=False)
+        taken = max((ratio.units for ratio in paired.ratios.values()), default=0) // processes
+        more = (f"; undecided after {generations} generation{'s' * (generations > 1)}, it took {taken}"
+                if taken > generations else "")
         say(f"done in {time.monotonic() - started:.0f} s: "
             + ", ".join(f"{key} {ratio.estimate:.3f}x" for key, ratio in paired.ratios.items())
-            + f" over {paired.reference}")
+            + f" over {paired.reference}{more}")
         for key, result in paired.results.items():
             if record and (key != paired.reference or not options.reference):
                 self.record(result)
@@ -188,12 +195,9 @@ class DlperfRun:
         options = self._session.options
         reference = Variant(scenario, python=options.reference, name=f"{scenario.label}@reference")
 
-        def decided(ratios: dict[str, PairedRatio]) -> bool:
-            return all(decide(r, options.ab_threshold) != INCONCLUSIVE for r in ratios.values())
-
         # at least two generations, so the interval rests on more than one process pair
         paired = self.run_paired(reference, Variant(scenario), generations=max(options.generations, 2),
-                                 decided=decided, max_generations=options.max_generations)
+                                 decided=decided_at(options.ab_threshold))
         result = paired.results[scenario.label]
         ratio = paired.ratio(scenario.label)
         verdict = decide(ratio, options.ab_threshold)
@@ -279,6 +283,12 @@ class DlperfRun:
         hw = result.environment.get("hardware_key", "unknown")
         return self._session.store.lookup(hw, entry_key(self._item.nodeid, label or result.label, self.profile),
                                           metric)
+
+    def recorded_runs(self, test: str, label: str, metric: str, device: str = "cpu") -> tuple[float, ...]:
+        """The run-level values recorded for ``label``'s ``metric`` in test ``test`` (a node id) on this host's
+        ``device``, before anything runs: what a group shared by several tests needs to plan its processes."""
+        found = self._session.store.lookup(hardware_key(device), entry_key(test, label, self.profile), metric)
+        return tuple(found.runs) if found else ()
 
     @property
     def updating(self) -> bool:
