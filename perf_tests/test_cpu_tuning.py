@@ -26,10 +26,11 @@ from pytest_dlperf.judging.stats import decide
 
 MODEL = "resnet50"  # the seed's model
 SMOKE = dict(image_size=32, batch_size=8, warmup_steps=2, steps_per_round=4)
-#: Pairs per setting: 4 timed rounds in each of the 2 processes per variant. The interval is over process
-#: pairs, and each process's offset outweighs its rounds' noise, so more rounds narrow almost nothing
-#: (docs/verdicts.md); this group of up to 8 variants is the most expensive test of the suite.
-PAIRS = 8
+#: Pairs per setting: 2 timed rounds in each of the 2 processes per variant (one balanced block). The
+#: interval is over process pairs, and each process's offset outweighs its rounds' noise, so more rounds
+#: narrow little (docs/verdicts.md), while this group of up to 16 children is the suite's costliest test;
+#: a setting that may have lost its recorded gain takes more processes (``tuning.gain_decided``).
+PAIRS = 4
 FRAMEWORKS = [pytest.param(fw, marks=pytest.mark.framework(fw), id=fw) for fw in ("torch", "tensorflow", "mxnet")]
 
 #: Every setting of a framework, measured once per session as one paired group with the default.
