@@ -41,7 +41,8 @@ def _group(dlperf, framework, nodeid):
     """The default and every runnable setting, interleaved round by round (pytest_dlperf.processes.paired):
     each setting's speedup is the paired ratio of its rounds over the default's rounds of the
     same pair, so drift of the machine between runs cancels. While a setting the baseline recorded
-    as faster is inconclusive about keeping that gain, fresh processes join (``tuning.gain_decided``)."""
+    as faster reads as having lost that gain but its interval cannot yet say so, fresh processes
+    join (``tuning.gain_decided``)."""
     key = (framework, dlperf.profile)
     if key not in _groups:
         base = dlperf.scenario(framework, MODEL, **(SMOKE if dlperf.profile == "smoke" else {}))
