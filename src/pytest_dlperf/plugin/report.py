@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from pytest_dlperf.judging.baselines import BaselineStore
+from pytest_dlperf.judging.gates import IDENTICAL_RUNS
 from pytest_dlperf import text
 from pytest_dlperf.text import short_test
 from pytest_dlperf.units import count, readable
@@ -76,9 +77,9 @@ def precision_lines(verdicts: list[Verdict], limit: int = 5) -> list[str]:
                      f"run-to-run noise: {shown}{more}. More recorded runs (--update-baselines on quiet runs) "
                      "narrow a gate; paired runs or A/B mode (--dlperf-reference) decide small changes.")
     if unknown:
-        lines.append(f"{count(len(unknown), 'figure')} with one recorded run and nothing of their kind to pool: "
-                     "their noise is unknown, a change beyond the tolerance is inconclusive. Record more runs "
-                     "with pytest --update-baselines.")
+        lines.append(f"{count(len(unknown), 'figure')} of unknown noise (one recorded run, or fewer than "
+                     f"{IDENTICAL_RUNS} identical runs and nothing noisier of their kind to pool): a change beyond "
+                     "the tolerance is inconclusive. Record more runs with pytest --update-baselines.")
     return lines
 
 
