@@ -4,7 +4,7 @@
 #   1. the first run passes and reports missing baselines,
 #   2. pytest --update-baselines three times (each run adds one run to every figure's history),
 #   3. the next run passes against them,
-#   4. a grossly slowed step (TINY_LM_REPEAT=6: six forward/backward passes per step) fails as a regression.
+#   4. a step 25% slower (TINY_LM_SLOWDOWN=0.25) fails as a regression.
 # PYTHON picks the interpreter the venv is made from (default python3); KEEP=1 keeps the temporary folder.
 set -euo pipefail
 
@@ -68,10 +68,10 @@ run_pytest compare
 expect compare "tiny_lm +throughput .* tokens/s .* (no change|ok|improvement|inconclusive)"
 expect compare " 0 regressions"
 
-step "4. a slowed step (TINY_LM_REPEAT=6: six forward/backward passes per step) fails as a regression"
-export TINY_LM_REPEAT=6
+step "4. a step 25% slower (TINY_LM_SLOWDOWN=0.25) fails as a regression"
+export TINY_LM_SLOWDOWN=0.25
 run_pytest slowed
-unset TINY_LM_REPEAT
+unset TINY_LM_SLOWDOWN
 [ "$code" = 1 ] || fail "the slowed run exited $code, expected 1 (a test failed)"
 expect slowed "regression: tiny_lm throughput .* tokens/s vs baseline"
 expect slowed "1 failed"

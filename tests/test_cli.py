@@ -191,13 +191,16 @@ def test_compare_exits_1_when_throughput_fell_beyond_its_noise(tmp_path, capsys)
 
 
 def test_compare_without_noise_calls_a_change_inconclusive(tmp_path, capsys):
-    """Two single runs say nothing of a figure's run-to-run noise: a drop beyond the tolerance is
-    inconclusive (exit 0), as a figure with one recorded run is in the tests."""
+    """Two single runs without recorded noise are judged at the stated prior of their device: a 10%
+    drop is inconclusive (exit 0), a 50% loss is not."""
     old = write_report(tmp_path / "old.xml", [amp_case(fp32=100.0)])
     new = write_report(tmp_path / "new.xml", [amp_case(fp32=90.0)])
     code, out, _ = run(capsys, "compare", str(old), str(new))
     row = next(line for line in out.splitlines() if "::fp32" in line and " throughput " in line)
-    assert code == 0 and "inconclusive (noise unknown" in row and "0 regressions" in out
+    assert code == 0 and "inconclusive" in row and "noise not recorded" in row and "0 regressions" in out
+    halved = write_report(tmp_path / "halved.xml", [amp_case(fp32=50.0)])
+    code, out, _ = run(capsys, "compare", str(old), str(halved))
+    assert code == 1 and "1 regression," in out
 
 
 def test_compare_is_direction_aware(tmp_path, capsys):
@@ -275,7 +278,7 @@ def test_compare_judges_by_the_run_to_run_noise_of_the_history(tmp_path, capsys)
     assert code == 0 and "inconclusive" in row, out
     code, out = compare_once(tmp_path, capsys, old, new, *history_of(tmp_path, jitter=(0.995, 1.005, 1.0)))
     row = next(line for line in out.splitlines() if "::fp32" in line and " throughput " in line)
-    assert code == 1 and "REGRESSION (p=" in row and "±5.0%" in row, out
+    assert code == 1 and "REGRESSION (p=" in row and "±4.8%" in row, out
 
 
 def test_compare_gives_the_same_verdict_as_the_tests(tmp_path, capsys):
@@ -587,4 +590,4 @@ def test_summary_opens_with_the_verdict_line_and_counts_each_figure_once(tmp_pat
     assert out.count("> ⚠️ all 10 tensorflow peak_host_memory figures on cpu-test-4cpu moved up") == 1
     assert "**80 metrics**" in out  # torch.xml and torch-merged.xml hold the same 40: counted once
     assert "amp_vs_fp32 speedup 1.5x [1.41, 1.62], ok" in out
-    assert "±10% ⚠️noise unknown" in out
+    assert "⚠️cannot detect" in out

@@ -279,7 +279,7 @@ def test_a_large_run_opens_with_its_verdict_and_rolls_up_the_shift(tmp_path, cap
     start = text.index("3 regressions beyond the figures' noise")
     regressions = text[start:text.index("Failed tests", start)]
     assert "amp_vs_fp32 speedup 1.5x [1.41, 1.62]" in regressions
-    assert "noise unknown" in text[text.index("inconclusive figures"):]
+    assert "cannot detect" in text[text.index("inconclusive figures"):]
     # Every memory figure in one unit (1.0-1.21e9 bytes straddle 1 GiB: shown all in MiB, or all in GiB).
     assert ("MiB" in text) != ("GiB" in text)
 

@@ -250,8 +250,8 @@ def test_regression_fails_with_numbers_on_the_first_line(pytester: pytest.Pytest
     result = run(pytester, "--junitxml=report.xml")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "regression: fp32 throughput * samples/s vs baseline 1e+06 (-*%, gate *% (tolerance *%, run-to-run "
-        "*% over 5 runs), p=*) [[]software changed since the baseline: framework_version 0.0-old -> *]",
+        "regression: fp32 throughput * samples/s vs baseline 1e+06 (-*%, detects *% (tolerance *%, run-to-run "
+        "*% over 5 recorded runs), p=*) [[]software changed since the baseline: framework_version 0.0-old -> *]",
         "Refresh with --update-baselines if the change is intended: "
         "pytest --update-baselines 'test_train.py::test_train'",
     ])
@@ -263,21 +263,54 @@ def test_regression_fails_with_numbers_on_the_first_line(pytester: pytest.Pytest
     # The rounds travel with the report (dlperf compare judges two reports with this same rule).
     assert len(throughput.samples) == 3 and throughput.value == pytest.approx(sorted(throughput.samples)[1], rel=1e-5)
     assert throughput.declared_direction == "higher" and throughput.tolerance is not None
-    assert throughput.detectable >= throughput.tolerance >= 0.1
+    assert throughput.detectable >= 1 - 1 / (1 + throughput.tolerance) and throughput.tolerance >= 0.1
+    assert throughput.alpha is not None and throughput.df is not None
 
 
 @pytest.mark.framework("torch")
-def test_a_figure_whose_noise_is_unknown_is_inconclusive_not_failed(pytester: pytest.Pytester) -> None:
-    """One recorded run and nothing of its kind to pool: a drop beyond the tolerance may be noise."""
+def test_a_figure_with_one_recorded_run_is_judged_by_its_kind(pytester: pytest.Pytester) -> None:
+    """One recorded run says nothing of its own noise; it borrows its kind's (here the stated CPU prior,
+    nothing else being recorded), so a figure at a fraction of its baseline fails: never 'unknown'."""
     pytester.makepyfile(test_train=TRAIN_TEST)
     write_baseline(pytester, {"test_train.py::test_train::fp32@smoke": {"throughput": record(1e6)}})
     result = run(pytester, "--junitxml=report.xml")
-    result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*throughput*inconclusive*", "*1 inconclusive*",
-                                 "1 figure of unknown noise (one recorded run, or fewer than 5 identical runs*"])
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["regression: fp32 throughput * (-*%, detects *% (tolerance 10.0%, run-to-run 5.0% "
+                                 "over 1 recorded run), p=*"])
     (test,) = read_reports([pytester.path / "report.xml"])
     throughput = next(m for m in test.metrics if m.metric == "throughput")
-    assert throughput.verdict == "inconclusive" and throughput.detectable is None and throughput.runs == 1
+    assert throughput.verdict == "regression" and throughput.detectable is not None and throughput.runs == 1
+
+
+SHIFT_TEST = """
+import pytest
+
+@pytest.mark.framework("torch")
+def test_all(dlperf):
+    r = dlperf.run(dlperf.scenario("torch", "resnet18", image_size=32, batch_size=4, warmup_steps=1, rounds=2,
+                                   steps_per_round=1))
+    for label in "abcdefghij":
+        dlperf.metric(label, "throughput", [84.0], "samples/s")
+    dlperf.check(r)
+"""
+
+
+@pytest.mark.framework("torch")
+def test_a_shift_of_every_figure_fails_the_run_when_no_figure_fails_alone(pytester: pytest.Pytester) -> None:
+    """Ten throughputs 16% below their recorded runs: each is inside its own check's gate (the run's
+    shift is unknown there), but together they are a shift beyond the one recorded runs show."""
+    pytester.makepyfile(test_shift=SHIFT_TEST)
+    rec = record(100.0, runs=3)
+    rec["software"]["framework"] = "torch"
+    write_baseline(pytester, {f"test_shift.py::test_all::{label}@smoke": {"throughput": rec}
+                              for label in "abcdefghij"})
+    result = run(pytester, "--junitxml=report.xml", "-rf")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*every torch throughput figure moved -16.0% together on *(the median of 10 "
+                                 "throughput figures; the run's shift detects *%): this machine or this framework "
+                                 "changed*", "FAILED dlperf::run*"])
+    tests = {t.test: t for t in read_reports([pytester.path / "report.xml"])}
+    assert tests["dlperf::run"].outcome == "failed"
 
 
 @pytest.mark.framework("torch")

@@ -1,12 +1,13 @@
 """A user's own training code: a tiny character-level language model and its training step.
 
 pytest-dlperf imports ``make_step`` in a child process, calls it with the scenario (batch size,
-device, precision, seed) and times the step it returns. ``TINY_LM_REPEAT`` (default 1) runs the
-forward and backward pass that many times per step: the slowed variant CI uses to show a
-regression is caught.
+device, precision, seed) and times the step it returns. ``TINY_LM_SLOWDOWN`` (default 0) makes
+each step that fraction longer (0.25: a step 25% slower, as an extra copy or a slower kernel would):
+the slowed variant CI uses to show a regression is caught.
 """
 
 import os
+import time
 
 import torch
 from torch import nn
@@ -36,14 +37,18 @@ def make_step(scenario):
     starts = torch.randint(0, len(data) - CONTEXT - 1, (scenario.batch_size,))
     x = torch.stack([data[s:s + CONTEXT] for s in starts]).to(device)
     y = torch.stack([data[s + 1:s + CONTEXT + 1] for s in starts]).to(device)
-    repeat = int(os.environ.get("TINY_LM_REPEAT", "1"))
+    slowdown = float(os.environ.get("TINY_LM_SLOWDOWN", "0"))
 
     def step():
+        started = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        for _ in range(repeat):
-            loss = nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
-            loss.backward()
+        loss = nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        loss.backward()
         optimizer.step()
+        if slowdown:  # the same work, then as much again times the slowdown, on the CPU like the step
+            until = time.perf_counter() + slowdown * (time.perf_counter() - started)
+            while time.perf_counter() < until:
+                pass
         return loss.detach()  # a tensor: the plugin reads it after the round, no per-step sync
 
     step.samples_per_step = scenario.batch_size * CONTEXT  # throughput in tokens/s

@@ -24,15 +24,15 @@ PREFIX = "dlperf."
 HARDWARE = "hardware"
 #: ``dlperf.<label>.<metric>.<field>``: facts about one figure.
 METRIC_FIELDS = ("iqr", "n", "unit", "verdict", "baseline", "direction", "interval", "samples", "tolerance", "floor",
-                 "detectable", "noise", "runs")
+                 "detectable", "noise", "runs", "df", "alpha", "shared")
 #: ``dlperf.<label>.<key>`` that describe a scenario rather than measure it.
 LABEL_FIELDS = ("scenario", "software", "workers")
 #: A/B mode (``--dlperf-reference``): the comparison of a scenario with the reference environment.
 AB_FIELDS = ("ab_ratio", "ab_interval", "ab_verdict", "reference_software")
 #: A paired group's ratio of a variant over the group's reference (its ``speedup`` figure carries it too).
 PAIRED_FIELDS = ("paired_ratio", "paired_interval", "paired_over", "pairs")
-#: The value of ``.detectable`` when the figure's noise is not known yet.
-UNKNOWN = "unknown"
+#: The value of ``.detectable`` when the gate cannot detect a halving or a doubling.
+CANNOT_DETECT = "none"
 
 Property = tuple[str, str]
 
@@ -145,9 +145,12 @@ def of_verdict(verdict: Any) -> list[Property]:
     if verdict.baseline is not None:
         props += [(name(label, metric, "baseline"), number(verdict.baseline)),
                   (name(label, metric, "runs"), str(verdict.runs)),
-                  (name(label, metric, "detectable"), UNKNOWN if verdict.gate is None else number(verdict.gate))]
+                  (name(label, metric, "detectable"), CANNOT_DETECT if verdict.gate is None else number(verdict.gate))]
         if verdict.noise is not None:
             props.append((name(label, metric, "noise"), number(verdict.noise)))
+        if verdict.alpha is not None:  # the policy it was judged under, so `dlperf compare` judges the same way
+            props += [(name(label, metric, "df"), number(verdict.df)),
+                      (name(label, metric, "alpha"), number(verdict.alpha))]
     return props
 
 

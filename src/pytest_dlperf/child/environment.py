@@ -178,28 +178,137 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
+#: The vector ISA levels the frameworks' CPU kernels dispatch on, lowest first, each with the
+#: /proc/cpuinfo flags that make it and the names the ISA-cap variables give it.
+ISA_LEVELS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("sse4", ("sse4_2",), ("sse41", "default")),
+    ("avx", ("avx",), ("avx",)),
+    ("avx2", ("avx2", "fma"), ("avx2", "avx2_vnni", "avx2_vnni_2")),
+    ("avx512", ("avx512f", "avx512bw", "avx512vl", "avx512dq"), ("avx512_core", "avx512", "avx512_core_vnni")),
+    ("avx512bf16", ("avx512_bf16",), ("avx512_core_bf16", "avx512_core_fp16", "avx10_1_512")),
+    ("amx", ("amx_tile", "amx_bf16"), ("avx512_core_amx", "avx512_core_amx_fp16", "avx10_1_512_amx",
+                                       "avx10_1_512_amx_fp16", "all")),
+)
+_LEVEL_NAMES = [name for name, _, _ in ISA_LEVELS]
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_identity() -> dict[str, Any]:
+    """Vendor, family, model and flags of this CPU as /proc/cpuinfo shows them (empty where it does not)."""
+    found: dict[str, Any] = {}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key in ("vendor_id", "cpu family", "model", "flags") and key not in found:
+                    found[key] = value.strip()
+                if not line.strip() and found:
+                    break
+    except OSError:
+        pass
+    return {"vendor": found.get("vendor_id", ""), "family": found.get("cpu family", ""),
+            "model": found.get("model", ""), "flags": frozenset(found.get("flags", "").split())}
+
+
+def native_isa(flags: frozenset[str] | None = None) -> str:
+    """The highest vector ISA level this CPU has all the flags of (``avx2``, ``avx512``, ``amx``, ...)."""
+    flags = cpu_identity()["flags"] if flags is None else flags
+    level = "unknown" if not flags else "baseline"
+    for name, needs, _ in ISA_LEVELS:
+        if all(flag in flags for flag in needs):
+            level = name
+        else:
+            break
+    return level
+
+
+def capped_level(cap: str) -> str | None:
+    """The ISA level an ISA-cap value names (``AVX512_CORE`` -> ``avx512``); None for a name not known."""
+    value = cap.strip().lower()
+    for name, _, caps in ISA_LEVELS:
+        if value in caps:
+            return name
+    return None
+
+
+def isa_level(environ: Any = None, flags: frozenset[str] | None = None) -> str:
+    """The level the kernels run at: the CPU's own, lowered by a cap in force, never raised by one."""
+    native = native_isa(flags)
+    levels = [capped_level(v) for v in isa_cap_values(environ)]
+    if native not in _LEVEL_NAMES:
+        return native
+    known = [level for level in levels if level is not None]
+    return min([native, *known], key=_LEVEL_NAMES.index)
+
+
+def cap_problem(environ: Any = None, flags: frozenset[str] | None = None) -> str:
+    """Why the ISA cap in force cannot stand for another CPU here (it would not lower this CPU's level,
+    or names a level not known), or "" when it lowers it or no cap is set."""
+    values = isa_cap_values(environ)
+    if not values:
+        return ""
+    unknown = [v for v in values if capped_level(v) is None]
+    if unknown:
+        return (f"the ISA cap {', '.join(unknown)} is not a level pytest-dlperf knows "
+                f"({', '.join(c for _, _, caps in ISA_LEVELS for c in caps)})")
+    native = native_isa(flags)
+    if isa_level(environ, flags) == native:
+        return (f"the ISA cap {'/'.join(values)} does not lower this CPU's own level ({native}): a capped rerun "
+                "here would run this CPU's kernels again, or force ones it lacks")
+    return ""
+
+
+def emulated_precisions(level: str | None = None) -> frozenset[str]:
+    """Precisions this CPU runs without native instructions for them: bf16 below AVX512_BF16."""
+    level = isa_level() if level is None else level
+    native_bf16 = level in _LEVEL_NAMES and _LEVEL_NAMES.index(level) >= _LEVEL_NAMES.index("avx512bf16")
+    return frozenset() if native_bf16 else frozenset({"amp_bf16"})
+
+
 def hardware_key(device: str) -> str:
     """The baseline file a figure measured on ``device`` belongs to.
 
     Hardware only, on purpose: software versions are recorded with every entry and
     shown when they differ, so a framework or driver upgrade is compared against the
-    figures from before it, which is the regression this tool exists to catch.
+    figures from before it, which is the regression this tool exists to catch. A CPU is
+    its model name, family and model number, usable CPUs and the vector ISA level the
+    kernels run at (:func:`isa_level`): two VMs sold under one name with other ISAs never share a file.
     """
     if device == "cuda":
         found = gpus()
         if found:
-            return f"gpu-{slug(found[0].name)}-x{len(found)}"
+            name = found[0].name
+            # the SKU's memory, where its name does not give it (an H200 NVL and SXM share a name)
+            if not re.search(r"\d+\s*gb", name.lower()) and found[0].memory_mib:
+                name += f" {round(found[0].memory_mib / 1024)}gb"
+            return f"gpu-{slug(name)}-x{len(found)}"
         return "gpu-unknown"
     model = re.sub(r"\((r|tm)\)|cpu|@.*$", "", cpu_model().lower())
-    cap = isa_cap()
-    return f"cpu-{slug(model)}-{usable_cpus()}cpu" + (f"-isa-{slug(cap)}" if cap else "")
+    ident = cpu_identity()
+    number = f"-f{ident['family']}m{ident['model']}" if ident["family"] and ident["model"] else ""
+    level, native = isa_level(), native_isa()
+    capped = "-capped" if level != native else ""
+    return f"cpu-{slug(model)}{number}-{usable_cpus()}cpu-{level}{capped}"
+
+
+def isa_cap_values(environ: Any = None) -> list[str]:
+    """The ISA-cap values in force (:data:`ISA_CAP_VARIABLES`), distinct, lower case."""
+    environ = os.environ if environ is None else environ
+    return list(dict.fromkeys(environ[name].strip().lower() for name in ISA_CAP_VARIABLES
+                              if environ.get(name, "").strip()))
 
 
 def isa_cap(environ: Any = None) -> str:
-    """The vector-ISA cap in force (``ISA_CAP_VARIABLES``), e.g. ``avx512_core``; empty when none is set."""
-    environ = os.environ if environ is None else environ
-    values = dict.fromkeys(environ[name].strip().lower() for name in ISA_CAP_VARIABLES if environ.get(name, "").strip())
-    return "-".join(values)
+    """The vector-ISA cap in force, e.g. ``avx512_core``; empty when none is set."""
+    return "-".join(isa_cap_values(environ))
+
+
+def cpu_record() -> dict[str, Any]:
+    """What identifies this CPU beside its key: vendor, family, model, native and effective ISA level."""
+    ident = cpu_identity()
+    return {"cpu_vendor": ident["vendor"], "cpu_family": ident["family"], "cpu_model_number": ident["model"],
+            "isa_native": native_isa(), "isa_level": isa_level()}
 
 
 #: ``get_mempolicy(2)`` modes (linux/mempolicy.h) and the syscall's number per architecture.
@@ -253,6 +362,7 @@ def host_record() -> dict[str, Any]:
         "platform": platform.platform(),
         "machine": platform.machine(),
         "cpu_model": cpu_model(),
+        **cpu_record(),
         "usable_cpus": usable_cpus(),
         "physical_cores": physical_cores(),
         "numa_nodes": numa_nodes(),

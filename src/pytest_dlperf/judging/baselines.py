@@ -6,13 +6,15 @@ Layout of ``baselines/<hardware-key>.json`` (sorted keys, two-space indent)::
      "entries": {"<test node id>::<run label>@<profile>": {
          "<metric>": {"value": the latest run's value, "unit": ..., "direction": "higher"|"lower",
                       "n": ..., "iqr": ..., "samples": [...],   (the latest run's rounds)
-                      "runs": [{"value": ..., "recorded": "2026-11-22T23:59:00Z"}, ...],
+                      "runs": [{"value": ..., "recorded": "2026-11-22T23:59:00Z", "session": "..."}, ...],
                       "software": {...}, "recorded": "2026-11-22T23:59:00Z"}}}}
 
 ``runs`` is the figure's history, oldest first, at most :data:`HISTORY` runs: every
 ``--update-baselines`` run adds one, and a run recorded beyond the figure's gate (a real change,
-accepted by recording it) starts the history again. Format 1 files (no ``runs``) are read as
-one recorded run per figure.
+accepted by recording it) starts the history again. ``session`` names the pytest run that recorded
+it, so the noise model can tell one run's common shift from each figure's own noise. Format 1 files
+(no ``runs``) are read as one recorded run per figure. Recording a test drops the metrics its entry
+holds that the test no longer writes (stale ones).
 
 Writing re-reads the file under an exclusive lock and merges, so entries of tests
 that did not run, and of other machines, are never lost, and two pytest processes
@@ -33,7 +35,7 @@ from typing import Any, Iterator, Mapping
 from pytest_dlperf.atomic import write_atomically
 from pytest_dlperf.result import Metric
 from pytest_dlperf.sample_stats import sample_stats
-from pytest_dlperf.judging.gates import Pool, pools
+from pytest_dlperf.judging.noise import MachineNoise
 
 FORMAT = 2
 #: The formats this version reads (1: no run history).
@@ -78,14 +80,16 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
-def record_for(metric: Metric, software: Mapping[str, Any], restart: bool = False) -> dict[str, Any]:
+def record_for(metric: Metric, software: Mapping[str, Any], restart: bool = False,
+               session: str = "") -> dict[str, Any]:
     """The record of one run's figure. ``restart``: this run starts the figure's history again
     (it moved beyond its gate: what was recorded before is no longer its level)."""
     s = sample_stats(metric.samples)
     paired = {"interval": list(metric.interval)} if metric.interval is not None else {}
     recorded = _now()
+    run = {"value": metric.value, "recorded": recorded, **({"session": session} if session else {})}
     return {
-        "runs": [{"value": metric.value, "recorded": recorded}],
+        "runs": [run],
         "restart": restart,
         **paired,
         "value": metric.value,
@@ -178,7 +182,11 @@ class BaselineStore:
     _files: dict[str, dict[str, Any]] = field(default_factory=dict)
     _staged: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     _hardware: dict[str, dict[str, Any]] = field(default_factory=dict)
-    _pools: dict[str, dict[tuple[str, str], Pool]] = field(default_factory=dict)
+    _noise: dict[str, MachineNoise] = field(default_factory=dict)
+    #: Names this session's recordings (the run each recorded value came from).
+    session: str = field(default_factory=_now)
+    #: Metrics dropped from entries because their test no longer writes them: (file, entry, metric).
+    pruned: list[tuple[str, str, str]] = field(default_factory=list)
 
     def path(self, hardware_key: str) -> Path:
         return self.directory / f"{hardware_key}.json"
@@ -229,22 +237,16 @@ class BaselineStore:
             runs=tuple(float(r["value"]) for r in _runs(rec)),
         )
 
-    def pools(self, hardware_key: str) -> dict[tuple[str, str], Pool]:
-        """The pooled run-to-run spreads of this machine's figures, by (metric, framework): computed
-        once per file, as its entries are read once (a run judges every figure against them)."""
-        if hardware_key not in self._pools:
-            self._pools[hardware_key] = self._pooled(hardware_key)
-        return self._pools[hardware_key]
-
-    def _pooled(self, hardware_key: str) -> dict[tuple[str, str], Pool]:
-        return pools((name, str(rec.get("software", {}).get("framework", "")),
-                      [float(r["value"]) for r in _runs(rec)])
-                     for metrics in self.entries(hardware_key).values() for name, rec in metrics.items())
+    def noise(self, hardware_key: str) -> MachineNoise:
+        """The noise model of this machine's figures: built once per file, as its entries are read once."""
+        if hardware_key not in self._noise:
+            self._noise[hardware_key] = MachineNoise.build(hardware_key, self.entries(hardware_key))
+        return self._noise[hardware_key]
 
     def stage(self, hardware_key: str, hardware: Mapping[str, Any], key: str, metric: Metric,
               software: Mapping[str, Any], restart: bool = False) -> None:
         self._staged.setdefault(hardware_key, {}).setdefault(key, {})[metric.name] = record_for(
-            metric, software, restart)
+            metric, software, restart, self.session)
         self._hardware.setdefault(hardware_key, dict(hardware))
 
     @property
@@ -262,6 +264,9 @@ class BaselineStore:
                 current["hardware"] = self._hardware.get(hardware_key, current.get("hardware", {}))
                 for key, metrics in staged.items():
                     entry = current["entries"].setdefault(key, {})
+                    for name in sorted(set(entry) - set(metrics)):
+                        self.pruned.append((hardware_key, key, name))
+                        del entry[name]
                     for name, rec in metrics.items():
                         entry[name] = with_new_run(entry.get(name), rec)
                 write_atomically(path, dumps(current))

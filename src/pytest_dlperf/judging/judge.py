@@ -6,35 +6,42 @@ import dataclasses
 from typing import Any, Callable, Sequence
 
 from pytest_dlperf.judging.baselines import BaselineStore, entry_key
+from pytest_dlperf.judging.noise import kind_of
 from pytest_dlperf.judging.outcomes import IMPROVEMENT, REGRESSION, UPDATED
 from pytest_dlperf.judging.verdict import Verdict, compare
 from pytest_dlperf.result import Metric, TrainingResult
 
 #: What a baseline file records of the machine (beside its hardware key).
-HARDWARE_FACTS = ("cpu_model", "usable_cpus", "physical_cores", "numa_nodes", "machine", "gpus", "gpu_memory_mib")
+HARDWARE_FACTS = ("cpu_model", "cpu_vendor", "cpu_family", "cpu_model_number", "isa_native", "isa_level",
+                  "usable_cpus", "physical_cores", "numa_nodes", "machine", "gpus", "gpu_memory_mib", "gpu_driver")
 
 
 def judge(store: BaselineStore, nodeid: str, profile: str,
           figures: Sequence[tuple[str, Metric, TrainingResult]], floor: Callable[[str], float],
           alpha: float, update: bool) -> list[Verdict]:
     """Each (label, figure, the result it came from) compared with its recorded runs on that result's
-    machine, its gate no narrower than ``floor(metric name)`` and set at ``alpha``; when ``update``,
-    each is staged as a new run instead and its verdict says ``updated``."""
+    machine, before the run's common shift is known (so its spread counts in the gate), its gate no
+    narrower than ``floor(metric name)`` and set at ``alpha``; when ``update``, each is staged as a
+    new run instead and its verdict says ``updated``."""
     verdicts = []
     for label, metric, result in figures:
         hw = result.environment.get("hardware_key", "unknown")
         key = entry_key(nodeid, label, profile)
         software = result.software
+        noise = store.noise(hw)
+        framework = str(software.get("framework", ""))
+        recorded = noise.figures.get((key, metric.name))
+        kind = recorded.kind if recorded is not None else kind_of(metric.name, metric.unit)
         verdict = compare(nodeid, label, metric, store.lookup(hw, key, metric.name), floor(metric.name), software,
                           reasons=result.details.get(f"{metric.name}_reasons", ()),
-                          pool=store.pools(hw).get((metric.name, str(software.get("framework", "")))),
-                          alpha=alpha)
+                          spread=noise.spread(key, metric.name, framework, kind), alpha=alpha,
+                          shared=noise.unknown_shift(framework, kind), kind=kind)
         if update:
             # a run beyond its gate is a real change being accepted: the history starts again from it
             store.stage(hw, _hardware_facts(result), key, metric, software,
                         restart=verdict.status in (REGRESSION, IMPROVEMENT))
             verdict = dataclasses.replace(verdict, status=UPDATED, baseline=None, gate=None, noise=None,
-                                          p_value=None)
+                                          p_value=None, df=0.0)
         verdicts.append(dataclasses.replace(verdict, hardware=hw))
     return verdicts
 

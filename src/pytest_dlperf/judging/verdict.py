@@ -1,13 +1,12 @@
-"""Comparing a run's figure with the figure's recorded runs: direction-aware, judged by its own noise.
+"""Comparing a run's figure with the figure's recorded runs: direction-aware, judged by the machine's noise.
 
 Each figure has a gate (:mod:`pytest_dlperf.judging.gates`): the configured tolerance as a floor,
-widened to the prediction bound its recorded runs' spread gives at the run's per-figure level.
-Three outcomes for a measured figure:
+widened to the one-sided prediction bound its moderated noise gives at its share of the run's error
+budget. Outcomes for a measured figure:
 
 - ``regression`` (or ``improvement``): it moved beyond its gate;
 - ``ok`` (no change): it moved less than the tolerance;
-- ``inconclusive``: it moved more than the tolerance but not beyond its noise, or its noise is
-  unknown (one recorded run, nothing of its kind to pool): shown, never failing.
+- ``inconclusive``: it moved more than the tolerance but not beyond its gate.
 
 Counts of events (unit ``count``: graph breaks, recompilations) are not noisy: any count
 above the baseline's is a regression, reported with the events' reasons (a graph break
@@ -24,7 +23,8 @@ from pytest_dlperf.result import HIGHER, Metric
 from pytest_dlperf.judging.baselines import Baseline
 # the outcome words are imported from here by most callers
 from pytest_dlperf.judging.outcomes import IMPROVEMENT, INCONCLUSIVE, MISSING, OK, REGRESSION, UPDATED as UPDATED
-from pytest_dlperf.judging.gates import FAMILY_ALPHA, Gate, Pool, geometric_mean, resolve, two_sided_p
+from pytest_dlperf.judging.gates import Gate, geometric_mean
+from pytest_dlperf.judging.noise import Spread
 
 #: The figures a test's ``dlperf.check`` judges against the baselines (the others are recorded only).
 CHECKED_METRICS = ("throughput", "peak_host_memory", "peak_device_memory", "accuracy_top1",
@@ -32,6 +32,8 @@ CHECKED_METRICS = ("throughput", "peak_host_memory", "peak_device_memory", "accu
                    "graph_breaks", "recompilations")
 #: The unit of event counts, compared exactly.
 COUNT = "count"
+#: The checked metrics that count events: exact, so outside the run's error budget.
+EVENT_COUNTS = ("graph_breaks", "recompilations")
 
 
 @dataclass(frozen=True)
@@ -53,14 +55,22 @@ class Verdict:
     hardware: str = ""
     #: What the events of a count metric were (their reasons), for the failure line.
     detail: str = ""
-    #: The smallest change (a fraction) this figure's gate calls; None when its noise is unknown.
+    #: The smallest change for the worse (a fraction) this figure's gate calls; None when it cannot
+    #: detect a halving or a doubling, or has no baseline.
     gate: float | None = None
-    #: The run-to-run spread (log scale) the gate rests on; None when unknown.
+    #: The run-to-run spread (log scale) the gate rests on.
     noise: float | None = None
     #: Runs recorded for the figure.
     runs: int = 0
-    #: The per-figure level the gate was set at.
+    #: The one-sided per-figure level the gate was set at.
     alpha: float | None = None
+    #: The figure's kind in the noise model (throughput, memory, ...) and its framework.
+    kind: str = ""
+    framework: str = ""
+    #: Degrees of freedom behind ``noise``.
+    df: float = 0.0
+    #: The run's common shift (log scale) this verdict was judged after; None at the test's own check.
+    shift: float | None = None
 
     @property
     def delta(self) -> float | None:
@@ -69,17 +79,12 @@ class Verdict:
             return None
         return (self.observed - self.baseline) / abs(self.baseline)
 
-    @property
-    def detectable(self) -> float | None:
-        """The smallest change this comparison could call (the gate), or None when the noise is unknown."""
-        return self.gate
-
     def gate_text(self) -> str:
-        if self.gate is None:
-            return (f"tolerance {self.tolerance:.1%}, noise unknown "
-                    f"({self.runs} recorded run{'s' * (self.runs != 1)})")
-        noise = f", run-to-run {self.noise:.1%} over {self.runs} runs" if self.noise is not None else ""
-        return f"gate {self.gate:.1%} (tolerance {self.tolerance:.1%}{noise})"
+        runs = f"{self.runs} recorded run{'s' * (self.runs != 1)}"
+        noise = f", run-to-run {self.noise:.1%} over {runs}" if self.noise is not None else f", {runs}"
+        shift = f", after the run's shift {math.expm1(self.shift):+.1%}" if self.shift is not None else ""
+        detects = "cannot detect a halving" if self.gate is None else f"detects {self.gate:.1%}"
+        return f"{detects} (tolerance {self.tolerance:.1%}{noise}{shift})"
 
     def line(self) -> str:
         """One line with metric, observed, baseline, delta and gate, for CI annotations."""
@@ -110,46 +115,59 @@ def compare(
     tolerance: float,
     software: Mapping[str, object] | None = None,
     reasons: Sequence[str] = (),
-    pool: Pool | None = None,
-    alpha: float = FAMILY_ALPHA,
+    spread: Spread | None = None,
+    alpha: float = 0.05,
+    shared: float = 0.0,
+    shift: float | None = None,
+    kind: str = "",
 ) -> Verdict:
     """Judge ``metric`` against the recorded runs of ``baseline`` (see the module's docstring).
 
-    ``pool``: the pooled spread of the figure's kind in its baseline file; ``alpha``: the
-    per-figure level (:func:`pytest_dlperf.judging.gates.family_alpha`).
+    ``spread``: the figure's moderated noise (:class:`pytest_dlperf.judging.noise.MachineNoise`; without
+    one, its own runs'); ``alpha``: its one-sided level; ``shared``: the variance the whole run shares;
+    ``shift``: the run's common shift (log scale) to judge the figure after.
     """
     observed = metric.value
+    framework = str((software or {}).get("framework", ""))
     common: dict[str, Any] = dict(test=test, label=label, metric=metric.name, unit=metric.unit,
-                                  direction=metric.direction, observed=observed)
+                                  direction=metric.direction, observed=observed, kind=kind, framework=framework)
     if baseline is None:
         return Verdict(**common, baseline=None, tolerance=tolerance, status=MISSING)
     if metric.unit == COUNT:
         return _compare_counts(common, baseline, software, reasons, tolerance)
     runs = baseline.runs or (baseline.value,)
     centre = geometric_mean(runs)
-    gate = resolve(tolerance, runs, pool, alpha)
-    change = _log_change(observed, centre)
+    spread = spread or _own(runs)
+    gate = Gate(tolerance, spread.sd, spread.df, len(runs), alpha, shared)
+    change = log_change(observed, centre) - (shift or 0.0)
     worse = -change if metric.direction == HIGHER else change
-    status = _outcome(worse, gate)
+    status = outcome(worse, gate)
     note = software_difference(software or {}, baseline.software) if status not in (OK, INCONCLUSIVE) else ""
     return Verdict(**common, baseline=centre, tolerance=tolerance, status=status,
-                   p_value=two_sided_p(change, gate), software_note=note, gate=gate.width,
-                   noise=gate.noise, runs=len(runs), alpha=alpha)
+                   p_value=gate.p_value(worse), software_note=note, gate=gate.detects(metric.direction),
+                   noise=spread.sd, runs=len(runs), alpha=alpha, df=spread.df, shift=shift)
 
 
-def _log_change(observed: float, centre: float) -> float:
+def _own(runs: Sequence[float]) -> Spread:
+    logs = [math.log(v) for v in runs if v > 0]
+    if len(logs) < 2:
+        return Spread(0.0, 0.0)
+    mean = sum(logs) / len(logs)
+    return Spread(math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1)), len(logs) - 1.0, "own runs")
+
+
+def log_change(observed: float, centre: float) -> float:
     """The change as a log ratio; for figures that can be zero, the relative change instead."""
     if observed > 0 and centre > 0:
         return math.log(observed / centre)
     return (observed - centre) / abs(centre) if centre else 0.0
 
 
-def _outcome(worse: float, gate: Gate) -> str:
+def outcome(worse: float, gate: Gate) -> str:
     """The outcome of a change ``worse`` (log scale, positive = worse) at ``gate``."""
     if abs(worse) <= math.log1p(gate.floor):
         return OK
-    bound = gate.noise_bound
-    if bound is None or abs(worse) <= max(bound, math.log1p(gate.floor)):
+    if gate.df <= 0 or abs(worse) <= gate.bound:
         return INCONCLUSIVE
     return REGRESSION if worse > 0 else IMPROVEMENT
 

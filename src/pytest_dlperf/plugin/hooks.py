@@ -7,9 +7,10 @@ from typing import Iterator
 
 import pytest
 
-from pytest_dlperf.plugin import benchmark, fixtures, markers, options, report
+from pytest_dlperf.plugin import benchmark, fixtures, markers, options, report, run_verdict
 from pytest_dlperf import figures
 from pytest_dlperf.plugin.run import DlperfRun
+from pytest_dlperf.child.environment import ISA_CAP_VARIABLES, cap_problem
 from pytest_dlperf.plugin.session import DlperfSession
 from pytest_dlperf.judging.verdict import IMPROVEMENT
 
@@ -69,10 +70,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     state.count_family()
     state.filtered = bool(config.option.keyword or config.option.markexpr or config.getoption("deselect")
                           or any(not Path(arg.split("::")[0]).is_dir() for arg in config.args))
+    cap = cap_problem()
     for item in items:
         for reason in markers.validate(item):
             item.add_marker(pytest.mark.skip(reason=reason))
             break
+        if cap and not item.get_closest_marker("gpu"):
+            item.add_marker(pytest.mark.skip(reason=f"{cap}; unset {', '.join(ISA_CAP_VARIABLES)} to run it"))
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -116,6 +120,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     fixtures.parametrize_precision(metafunc)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session: pytest.Session) -> object:
+    result = yield
+    state = session.config.stash[SESSION_KEY]
+    measuring = not (state.options.update or state.options.reference)
+    if measuring and getattr(session.config, "workerinput", None) is None:  # one process sees the whole run
+        run_verdict.judge(session, state, _junit_writer(session.config))
+    return result
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     state = session.config.stash[SESSION_KEY]
     state.finish()
@@ -142,7 +156,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     if not state.verdicts:
         return
     tr.section("dlperf summary")
-    tr.write_line(report.verdict_line(state.verdicts, state.family, state.figure_alpha))
+    tr.write_line(report.verdict_line(state.verdicts, state.options.alpha))
     tr.write_line("")
     for line in report.table(state.verdicts):
         tr.write_line(line)
@@ -150,7 +164,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     tr.write_line(report.counts_line(state.verdicts, state.written, state.unused()))
     for line in (report.precision_lines(state.verdicts)
                  + report.missing_lines(state.verdicts, state.store, state.options.profile)
-                 + report.unused_lines(state.unused())):
+                 + report.unused_lines(state.unused()) + report.pruned_lines(state.store.pruned)):
         tr.write_line(line)
     if any(v.status == IMPROVEMENT for v in state.verdicts):
         tr.write_line("Improvements beyond their noise: refresh with --update-baselines to keep them.")

@@ -26,6 +26,8 @@ DEFAULT_MAX_GENERATIONS = 6
 DEFAULT_TIMEOUT = {"smoke": 600.0, "full": 1800.0}
 #: A/B mode fails a test when candidate/reference throughput is below 1 - this, with an interval excluding 1.
 DEFAULT_AB_THRESHOLD = 0.05
+#: The chance that a run with no change fails anywhere (its figures' verdicts, family-wise).
+DEFAULT_ALPHA = 0.05
 
 
 def _positive_float(text: str) -> float:
@@ -42,6 +44,13 @@ def _tolerance(text: str) -> float:
     value = _positive_float(text)
     if value >= 1.0:
         raise argparse.ArgumentTypeError(f"{text!r} is a fraction: use e.g. 0.1 for 10%")
+    return value
+
+
+def _alpha(text: str) -> float:
+    value = _positive_float(text)
+    if value >= 0.5:
+        raise argparse.ArgumentTypeError(f"{text!r} is a chance of a false alarm: use e.g. 0.05")
     return value
 
 
@@ -92,6 +101,9 @@ OPTIONS: list[tuple[str, str, str, Callable[[str], Any], str]] = [
     ("--dlperf-tolerance", "dlperf_tolerance", "dlperf_tolerance", _tolerance,
      "relative change allowed before a metric is a regression, e.g. 0.1 "
      f"(default {DEFAULT_TOLERANCE['smoke']} for smoke, {DEFAULT_TOLERANCE['full']} for full)"),
+    ("--dlperf-alpha", "dlperf_alpha", "dlperf_alpha", _alpha,
+     f"the chance that a run with no change fails anywhere, over every figure it judges (default "
+     f"{DEFAULT_ALPHA}); a suite split over several pytest runs gives each its share"),
     ("--dlperf-rounds", "dlperf_rounds", "dlperf_rounds", _positive_int,
      "timed rounds per scenario, after warm-up (default: the profile's)"),
     ("--dlperf-launcher", "dlperf_launcher", "dlperf_launcher", _launcher,
@@ -157,6 +169,7 @@ class Options(NamedTuple):
     reference: str | None = None
     ab_threshold: float = DEFAULT_AB_THRESHOLD
     require_baselines: bool = False
+    alpha: float = DEFAULT_ALPHA
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> "Options":
@@ -218,6 +231,7 @@ class Options(NamedTuple):
             reference=values["dlperf_reference"],
             ab_threshold=values["dlperf_ab_threshold"] or DEFAULT_AB_THRESHOLD,
             require_baselines=_require_baselines(config),
+            alpha=values["dlperf_alpha"] or DEFAULT_ALPHA,
         )
 
 

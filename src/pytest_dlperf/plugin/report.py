@@ -6,15 +6,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from pytest_dlperf.judging.baselines import BaselineStore
-from pytest_dlperf.judging.gates import IDENTICAL_RUNS
+from pytest_dlperf.judging.baselines import BaselineStore, split_entry_key
 from pytest_dlperf import text
 from pytest_dlperf.text import short_test
 from pytest_dlperf.units import count, readable
 from pytest_dlperf.judging.stats import PairedRatio
 from pytest_dlperf.judging.verdict import IMPROVEMENT, INCONCLUSIVE, MISSING, OK, REGRESSION, UPDATED, Verdict
 
-HEADER = ("scenario", "metric", "observed", "baseline", "delta", "gate", "verdict")
+HEADER = ("scenario", "metric", "observed", "baseline", "delta", "detects", "verdict")
 
 
 def _short(nodeid: str, label: str) -> str:
@@ -29,7 +28,7 @@ def rows(verdicts: Iterable[Verdict]) -> list[tuple[str, ...]]:
         observed = f"{shown:.4g} {unit}"
         baseline = f"{v.baseline / scale:.4g} {unit}" if v.baseline is not None else "-"
         delta = f"{v.delta:+.1%}" if v.delta is not None else "-"
-        gate = "-" if v.baseline is None else "noise unknown" if v.gate is None else f"±{v.gate:.1%}"
+        gate = "-" if v.baseline is None else "cannot" if v.gate is None else f"{v.gate:.1%}"
         out.append((_short(v.test, v.label), v.metric, observed, baseline, delta, gate,
                     "no change" if v.status == OK else v.status))
     return out
@@ -52,35 +51,52 @@ def counts_line(verdicts: list[Verdict], written: list[Path], unused: Sequence[s
     return ". ".join(parts) + "."
 
 
-def verdict_line(verdicts: list[Verdict], family: int, alpha: float) -> str:
-    """The run in one line: what changed beyond its noise, what could not be decided, at what level."""
+def verdict_line(verdicts: list[Verdict], alpha: float) -> str:
+    """The run in one line: what changed beyond its gate, how many figures can detect what, at what level."""
     c = Counter(v.status for v in verdicts)
-    judged = c[REGRESSION] + c[IMPROVEMENT] + c[OK] + c[INCONCLUSIVE]
+    judged = [v for v in verdicts if v.status in (REGRESSION, IMPROVEMENT, OK, INCONCLUSIVE)]
     if not judged:
         return "dlperf: no figure compared with a baseline."
-    return (f"dlperf: {count(c[REGRESSION], 'regression')} beyond the noise, {count(c[IMPROVEMENT], 'improvement')}, "
-            f"{c[INCONCLUSIVE]} inconclusive, {c[OK]} no change, of {count(judged, 'figure')} judged "
-            f"(each at alpha {alpha:.2g}: 5% over the {count(family, 'figure')} with baselines, Bonferroni).")
+    return (f"dlperf: {count(c[REGRESSION], 'regression')}, {count(c[IMPROVEMENT], 'improvement')}, "
+            f"{c[INCONCLUSIVE]} inconclusive, {c[OK]} no change, of {count(len(judged), 'figure')} judged; "
+            f"{detection_text(judged)} (one-sided, a {alpha:.1%} chance of any false alarm in this run, Bonferroni).")
+
+
+def detection_text(judged: Sequence[Verdict]) -> str:
+    """How many of the judged figures can detect a change of what size (for the worse)."""
+    sizes = [v.gate for v in judged if v.unit != "count"]
+    exact = sum(1 for v in judged if v.unit == "count")
+    cannot = sum(1 for g in sizes if g is None)
+    bands = [(0.05, "5%"), (0.10, "10%"), (0.20, "20%"), (0.50, "50%")]
+    parts, seen = [], 0
+    for limit, name in bands:
+        n = sum(1 for g in sizes if g is not None and g <= limit + 1e-12) - seen
+        if n:
+            parts.append(f"{n} detect {name} or less" if not seen else f"{n} up to {name}")
+        seen += n
+    if len(sizes) - cannot - seen:
+        parts.append(f"{len(sizes) - cannot - seen} only changes above 50%")
+    if cannot:
+        parts.append(f"{cannot} cannot detect a halving")
+    if exact:
+        parts.append(f"{exact} exact counts")
+    return ", ".join(parts)
 
 
 def precision_lines(verdicts: list[Verdict], limit: int = 5) -> list[str]:
-    """The figures that could not detect the change their tolerance asks for, and what would tighten them."""
-    unknown = [v for v in verdicts if v.baseline is not None and v.gate is None and v.status != UPDATED]
-    wide = sorted((v for v in verdicts if v.gate is not None and v.gate > v.tolerance + 1e-9),
-                  key=lambda v: -(v.gate or 0.0))
-    lines = []
-    if wide:
-        shown = ", ".join(f"{_short(v.test, v.label)} {v.metric} ±{v.gate:.0%} (asked {v.tolerance:.0%})"
-                          for v in wide[:limit])
-        more = f" and {len(wide) - limit} more" if len(wide) > limit else ""
-        lines.append(f"{count(len(wide), 'figure')} can only detect a change larger than asked, by their "
-                     f"run-to-run noise: {shown}{more}. More recorded runs (--update-baselines on quiet runs) "
-                     "narrow a gate; paired runs or A/B mode (--dlperf-reference) decide small changes.")
-    if unknown:
-        lines.append(f"{count(len(unknown), 'figure')} of unknown noise (one recorded run, or fewer than "
-                     f"{IDENTICAL_RUNS} identical runs and nothing noisier of their kind to pool): a change beyond "
-                     "the tolerance is inconclusive. Record more runs with pytest --update-baselines.")
-    return lines
+    """The figures that cannot detect the change their tolerance asks for, and what would tighten them."""
+    wide = sorted((v for v in verdicts if v.baseline is not None and v.status != UPDATED and v.unit != "count"
+                   and (v.gate is None or v.gate > v.tolerance + 0.005)),
+                  key=lambda v: -(v.gate if v.gate is not None else 10.0))
+    if not wide:
+        return []
+    shown = ", ".join(f"{_short(v.test, v.label)} {v.metric} "
+                      f"{'cannot detect a halving' if v.gate is None else f'{v.gate:.1%}'} (asked {v.tolerance:.0%})"
+                      for v in wide[:limit])
+    more = f" and {len(wide) - limit} more" if len(wide) > limit else ""
+    return [f"{count(len(wide), 'figure')} can only detect a change larger than asked, by this machine's "
+            f"run-to-run noise: {shown}{more}. More recorded runs (--update-baselines on quiet runs) narrow a "
+            "gate; paired runs or A/B mode (--dlperf-reference) decide small changes."]
 
 
 def header_lines(store: BaselineStore, hardware_keys: Sequence[str], profile: str) -> list[str]:
@@ -119,6 +135,15 @@ def unused_lines(unused: list[str]) -> list[str]:
     if not unused:
         return []
     return ["Baselines of tests that no longer exist (remove them from baselines/): " + ", ".join(unused)]
+
+
+def pruned_lines(pruned: Sequence[tuple[str, str, str]], limit: int = 5) -> list[str]:
+    """Metrics dropped from the entries of tests that were recorded but no longer write them."""
+    if not pruned:
+        return []
+    shown = ", ".join(f"{_short(*split_entry_key(key)[:2])} {metric}" for _, key, metric in pruned[:limit])
+    more = f" and {len(pruned) - limit} more" if len(pruned) > limit else ""
+    return [f"Dropped from the baselines, as their tests no longer write them: {shown}{more}."]
 
 
 def ab_lines(outcomes: Sequence[tuple[str, str, PairedRatio, str]], reference: str, threshold: float) -> list[str]:

@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 import pytest
 
 from pytest_dlperf import figures
-from pytest_dlperf.child.environment import hardware_key
+from pytest_dlperf.child.environment import emulated_precisions, hardware_key, isa_level
 from pytest_dlperf.judging.baselines import Baseline, entry_key
 from pytest_dlperf.judging.gates import floor_for
 from pytest_dlperf.judging.judge import judge
@@ -23,7 +23,7 @@ from pytest_dlperf.plugin.session import DlperfSession
 from pytest_dlperf.processes.devicelock import DeviceLockTimeout, device_lock, visible_gpus
 from pytest_dlperf.processes.paired import DEFAULT_PROCESSES, PairedResult, Variant, pairs_for, run_paired
 from pytest_dlperf.processes.runner import ScenarioFailed, run_loader_only, run_scenario
-from pytest_dlperf.profiles import scenario_for
+from pytest_dlperf.profiles import EMULATED_SHAPE, scenario_for
 from pytest_dlperf.result import HIGHER, Metric, TrainingResult, metric_from, paired_metric
 from pytest_dlperf.scenario import Scenario, ScenarioError
 
@@ -60,6 +60,13 @@ class DlperfRun:
             folders = (str(self._item.path.parent), str(config.rootpath),
                        *(str(p) for p in config.getini("pythonpath")))
             overrides.setdefault("import_path", tuple(dict.fromkeys(folders)))
+        if overrides["device"] == "cpu" and overrides.get("precision") in emulated_precisions() \
+                and self.profile == "smoke":
+            for name, value in EMULATED_SHAPE.items():
+                overrides.setdefault(name, value)
+            self._session.console.for_scenario(overrides.get("label") or overrides["precision"])(
+                f"{overrides['precision']} is emulated on this CPU (ISA level {isa_level()}: no AVX512_BF16 or "
+                f"AMX), so it runs at the emulated size ({', '.join(f'{k} {v}' for k, v in EMULATED_SHAPE.items())})")
         try:
             return scenario_for(self.profile, framework, model, **overrides)
         except ScenarioError as exc:

@@ -10,9 +10,10 @@ import pytest
 
 from pytest_dlperf.child.environment import gpus, hardware_key
 from pytest_dlperf.judging.baselines import BaselineFileError, BaselineStore, split_entry_key
+from pytest_dlperf.judging import run_shift
 from pytest_dlperf.judging.gates import family_alpha
 from pytest_dlperf.judging.stats import PairedRatio
-from pytest_dlperf.judging.verdict import CHECKED_METRICS, Verdict
+from pytest_dlperf.judging.verdict import CHECKED_METRICS, EVENT_COUNTS, Verdict
 from pytest_dlperf.plugin.console import Console
 from pytest_dlperf.plugin.options import Options
 from pytest_dlperf.processes.devicelock import announce_waits_with
@@ -47,14 +48,25 @@ class DlperfSession:
             entries = self.store.entries(hw)
             for key in self.store.keys(hw, self.options.profile):
                 if split_entry_key(key)[0] in collected:
-                    count += sum(1 for name in entries[key] if name in CHECKED_METRICS)
+                    count += sum(1 for name in entries[key] if name in CHECKED_METRICS and name not in EVENT_COUNTS)
         self.family = count
         return count
 
     @property
     def figure_alpha(self) -> float:
         """The level each figure is judged at (Bonferroni over :attr:`family`)."""
-        return family_alpha(self.family)
+        return family_alpha(self.family, "check", self.options.alpha)
+
+    def judge_run(self, test: str) -> str:
+        """Judge the run as a whole (:mod:`pytest_dlperf.judging.run_shift`): its shift verdicts join
+        the run's, every figure's verdict becomes its judgement after the shift; returns what failed."""
+        before = list(self.verdicts)
+        shifts, after = run_shift.judge_run(before, self.store.noise, test, self.options.alpha)
+        self.verdicts = after + shifts
+        return run_shift.failure_message(shifts, before, after)
+
+    def shift_verdicts(self) -> list[Verdict]:
+        return [v for v in self.verdicts if v.metric.endswith(f" {run_shift.SHIFT}")]
 
     def start(self) -> None:
         announce_waits_with(self.console.line)

@@ -33,7 +33,8 @@ from pytest_dlperf.result import Metric
 from pytest_dlperf.sample_stats import sample_stats
 from pytest_dlperf import text
 from pytest_dlperf.units import count, show
-from pytest_dlperf.judging.gates import Pool, floor_for
+from pytest_dlperf.judging.gates import family_alpha, floor_for
+from pytest_dlperf.judging.noise import PRIOR_DF, PRIORS, SHIFT_PRIORS, Spread, device_class, kind_of
 from pytest_dlperf.judging.verdict import IMPROVEMENT, INCONCLUSIVE, OK, REGRESSION
 from pytest_dlperf.judging.verdict import compare as verdict_compare
 
@@ -90,7 +91,7 @@ def cmd_merge(args: argparse.Namespace, out: TextIO) -> int:
 def _gate_md(m: MetricRecord) -> str:
     """The gate as ``±x%`` (tolerance where the noise is unknown), with n=1 / noise unknown marked."""
     gate = m.detectable if m.detectable is not None else m.tolerance
-    marks = (["n=1"] if m.n == 1 else []) + (["noise unknown"] if digest.noise_unknown(m) else [])
+    marks = (["n=1"] if m.n == 1 else []) + (["cannot detect"] if digest.cannot_detect(m) else [])
     return (f"±{gate:.0%}" if gate is not None else "-") + "".join(f" ⚠️{x}" for x in marks)
 
 
@@ -296,9 +297,21 @@ def judge(old: MetricRecord, new: MetricRecord, tolerance: float, history: Seque
     baseline = Baseline(value=old.value, unit=old.unit, direction=direction, samples=old.samples,
                         iqr=sample_stats(old.samples).iqr if old.samples else 0.0, software={}, recorded="",
                         runs=(*history, old.value))
-    pool = Pool(new.noise, max((new.runs or 1) - 1, 0)) if new.noise is not None else None
-    v = verdict_compare(new.test, new.label, metric, baseline, tolerance, pool=pool)
-    basis = "recorded noise" if (pool is not None and pool.df) or history else "tolerance only"
+    # the figure's noise, degrees of freedom, level and tolerance as its test judged it, where the report
+    # says; else what the plugin assumes of a figure of its kind on that device before anything is recorded
+    shared = 0.0
+    spread: Spread | None = None  # the history's own runs
+    if new.noise is not None:
+        tolerance = new.tolerance if new.tolerance is not None else tolerance
+        spread = Spread(new.noise, new.df if new.df is not None else max((new.runs or 1) - 1, 0), "recorded noise")
+    elif len(history) < 2:
+        device = device_class(new.hardware or "")
+        spread = Spread(PRIORS[device].get(kind_of(new.metric, new.unit), PRIORS[device]["throughput"]), PRIOR_DF,
+                        f"stated {device} prior")
+        shared = SHIFT_PRIORS[device].get(kind_of(new.metric, new.unit), SHIFT_PRIORS[device]["throughput"]) ** 2
+    v = verdict_compare(new.test, new.label, metric, baseline, tolerance, spread=spread, shared=shared,
+                        alpha=new.alpha if new.alpha is not None else family_alpha(1, "check"))
+    basis = spread.source if spread is not None else "recorded noise"
     return Change(v.status, v.delta, v.gate if v.gate is not None else v.tolerance, v.p_value,
                   basis=basis, guessed_direction=guessed)
 
@@ -327,9 +340,9 @@ def compare_rows(old: dict[tuple[str, str, str], MetricRecord], new: dict[tuple[
         counts[change.status] += 1
         counts["basis:" + change.basis] += 1 if change.status != UNJUDGED else 0
         counts["guessed"] += change.guessed_direction and change.status != UNJUDGED
-        notes = [f"p={change.p_value:.3f}"] if change.p_value is not None else []
-        if change.basis == "tolerance only" and change.status == INCONCLUSIVE:
-            notes.append("noise unknown")
+        notes = [f"p={change.p_value:.3f}"] if change.p_value is not None and change.status != OK else []
+        if change.basis.startswith("stated") and change.status == INCONCLUSIVE:
+            notes.append("noise not recorded: a stated prior")
         if change.guessed_direction and change.status != UNJUDGED:
             notes.append("direction from name")
         tol = f"±{change.tolerance:.1%}" if change.tolerance is not None else "-"
@@ -367,9 +380,8 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
           f"{counts['only in NEW']} only in {args.new}.", file=out)
     print("Judged as the tests judge a figure against its baseline (OLD as the baseline, one run): a change "
           "beyond the tolerance is a regression or an improvement only beyond the figure's own run-to-run "
-          "noise, as NEW's "
-          "test recorded it from its baseline history; where NEW recorded none, the noise is unknown and the "
-          "change is inconclusive (docs/verdicts.md).", file=out)
+          "noise, at the level and tolerance NEW's test judged it (recorded in the report); where NEW recorded "
+          "none, at the stated prior of its device class (docs/verdicts.md).", file=out)
     if counts["guessed"]:
         print(f"note: {counts['guessed']} metrics have no recorded direction (an older report): which way is "
               "better was taken from the metric's name.", file=out)

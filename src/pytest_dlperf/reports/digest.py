@@ -92,9 +92,10 @@ def tolerance_of(m: MetricRecord) -> float:
     return m.tolerance if m.tolerance is not None else DEFAULT_TOLERANCE
 
 
-def noise_unknown(m: MetricRecord) -> bool:
-    """A judged figure whose report says ``.detectable unknown`` (one recorded run, nothing to pool). A
-    report from before gates were recorded has no ``.runs`` either, and is not marked: it does not say."""
+def cannot_detect(m: MetricRecord) -> bool:
+    """A judged figure whose report says it cannot detect a halving or a doubling (``.detectable none``;
+    ``unknown`` in older reports). A report from before gates were recorded has no ``.runs`` either,
+    and is not marked: it does not say."""
     return m.verdict in JUDGED and m.detectable is None and m.runs is not None
 
 

@@ -23,7 +23,7 @@ from typing import Iterable, Sequence
 from pytest_dlperf.reports.junit import (MetricRecord, ReportError, TestRecord, all_skipped, load, own_records,
                                          records, skipped_note)
 from pytest_dlperf.reports.digest import (SHIFT_MIN_FIGURES, SHIFT_SHARE, Digest, better_change, digest, key_of,
-                                          noise_unknown, paired_evidence, paired_text, unit_scales)
+                                          cannot_detect, paired_evidence, paired_text, unit_scales)
 from pytest_dlperf.result import LOWER
 from pytest_dlperf.text import short_test
 from pytest_dlperf.units import count, show
@@ -157,8 +157,8 @@ def _gate(m: MetricRecord) -> str:
     marks = []
     if m.n == 1:
         marks.append("n=1")
-    if noise_unknown(m):
-        marks.append("noise unknown")
+    if cannot_detect(m):
+        marks.append("cannot detect")
     gate = m.detectable if m.detectable is not None else m.tolerance
     text = f"±{gate:.0%}" if gate is not None else "–"
     return _e(text) + "".join(f' <span class="mark">{_e(x)}</span>' for x in marks)

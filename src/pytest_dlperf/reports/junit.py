@@ -74,6 +74,9 @@ class MetricRecord:
     #: The figure's run-to-run spread (log scale) the gate rested on, and how many runs were recorded.
     noise: float | None = None
     runs: int | None = None
+    #: The degrees of freedom behind ``noise`` and the one-sided level the figure was judged at.
+    df: float | None = None
+    alpha: float | None = None
 
     @property
     def direction(self) -> str | None:
@@ -219,6 +222,14 @@ def _outcome(case: TestCase) -> tuple[str, str]:
     return "passed", ""
 
 
+def _df(text: str | None) -> float | None:
+    """Degrees of freedom: a number, infinite included."""
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
+
+
 def _float(text: str | None) -> float | None:
     try:
         value = float(text) if text is not None else None
@@ -288,6 +299,7 @@ def record_of(case: TestCase, source: str = "",
             samples=_samples(extra.get("samples")), tolerance=_float(extra.get("tolerance")),
             floor=_float(extra.get("floor")), detectable=_float(extra.get("detectable")),
             noise=_float(extra.get("noise")), runs=int(_float(extra.get("runs")) or 0) or None,
+            df=_df(extra.get("df")), alpha=_float(extra.get("alpha")),
         ))
     return rec
 

@@ -28,7 +28,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from pytest_dlperf.reports.digest import better_change, noise_unknown
+from pytest_dlperf.reports.digest import better_change, cannot_detect
 from pytest_dlperf.reports.junit import MetricRecord, TestRecord
 from pytest_dlperf.result import LOWER
 from pytest_dlperf.text import short_test
@@ -102,7 +102,7 @@ def _short_test(test: str, width: int = 56) -> str:
 
 def _marks(m: MetricRecord) -> str:
     """n=1 and noise unknown, as the tables mark them."""
-    marks = (["n=1"] if m.n == 1 else []) + (["noise unknown"] if noise_unknown(m) else [])
+    marks = (["n=1"] if m.n == 1 else []) + (["cannot detect"] if cannot_detect(m) else [])
     return f"  [{', '.join(marks)}]" if marks else ""
 
 

@@ -1,0 +1,188 @@
+"""Run-level trials of the plugin's verdicts on whole recorded suite runs.  (Not a pytest test.)
+
+Each recorded run of a suite (one ``--update-baselines`` run, or one judged run's report) is a
+vector of figures from one process tree on one machine. A trial takes three runs as the baseline
+(their values become a figure's recorded runs, one session each) and one other run as the new run,
+and judges it with the plugin's own rule: each figure at its test's check
+(:func:`pytest_dlperf.judging.verdict.compare` with the machine's noise model, the run's shift
+unknown), then the run as a whole (:func:`pytest_dlperf.judging.run_shift.judge_run`). Four kinds:
+
+- ``aa``: the run as it was: any failure is a false alarm;
+- ``one_throughput_-20%``: one throughput figure (each in turn) 20% lower: caught when it fails,
+  alone when nothing else does;
+- ``one_memory_+8%``: one peak-memory figure 8% higher;
+- ``framework_throughput_-30%``: every throughput of the run 30% lower: caught as a shift.
+
+Sources: baseline files (each run of a figure's history is one run; runs without a session id are
+placed by position) and judged runs' logs (``-ra`` terminal tables: observed over the baseline
+shown, times the centre of that baseline's runs).
+
+    python bench/suite_trials.py --baseline B.json --logs aa-*.log --baseline-of-logs B.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import random
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from pytest_dlperf.judging import run_shift
+from pytest_dlperf.judging.baselines import Baseline
+from pytest_dlperf.judging.gates import family_alpha, floor_for
+from pytest_dlperf.judging.noise import EXACT, MachineNoise, kind_of
+from pytest_dlperf.judging.verdict import CHECKED_METRICS, EVENT_COUNTS, REGRESSION, compare
+from pytest_dlperf.result import Metric
+
+TOLERANCE = 0.10
+HW = "cpu-trials"
+
+
+def runs_of_file(path: Path) -> tuple[dict[tuple[str, str], dict[str, Any]], list[dict[tuple[str, str], float]]]:
+    """(figure facts, runs) of a baseline file: the i-th run from the latest of every figure is one run."""
+    entries = json.loads(path.read_text())["entries"]
+    facts, runs = {}, {}
+    for key, metrics in entries.items():
+        for name, rec in metrics.items():
+            if name not in CHECKED_METRICS or name in EVENT_COUNTS:
+                continue
+            facts[(key, name)] = {"unit": rec.get("unit", ""), "direction": rec["direction"],
+                                  "software": rec.get("software", {})}
+            for back, run in enumerate(reversed(rec.get("runs") or [rec])):
+                runs.setdefault(back, {})[(key, name)] = float(run["value"])
+    return facts, [runs[i] for i in sorted(runs, reverse=True)]
+
+
+ROW = re.compile(r"^(\S+::\S+)\s+(\S+)\s+([-+0-9.e]+) \S+\s+([-+0-9.e]+) \S+\s+[-+0-9.]+%")
+
+
+def runs_of_logs(logs: list[Path], baseline: Path) -> list[dict[tuple[str, str], float]]:
+    """Each judged run's figures: its observed / shown baseline, times the centre of ``baseline``'s runs."""
+    entries = json.loads(baseline.read_text())["entries"]
+    out = []
+    for log in logs:
+        run = {}
+        for line in log.read_text().splitlines():
+            m = ROW.match(line)
+            if not m:
+                continue
+            short, metric, observed, shown = m.group(1), m.group(2), float(m.group(3)), float(m.group(4))
+            key = next((k for k in entries if k.rsplit("@", 1)[0].endswith(short)), None)
+            if key is None or metric not in entries[key] or shown <= 0:
+                continue
+            values = [float(r["value"]) for r in entries[key][metric].get("runs", [])]
+            centre = math.exp(sum(math.log(v) for v in values) / len(values))
+            run[(key, metric)] = centre * observed / shown
+        out.append(run)
+    return out
+
+
+ALPHA = [0.05]
+
+
+def judge(facts: dict, history: list[dict], new: dict, injected: dict[tuple[str, str], float]) -> dict[str, Any]:
+    """The plugin's verdicts on ``new`` (scaled by ``injected``) against ``history`` as recorded runs."""
+    keys = [k for k in new if all(k in h for h in history)]
+    entries: dict[str, dict[str, Any]] = {}
+    for key, name in keys:
+        f = facts[(key, name)]
+        entries.setdefault(key, {})[name] = {
+            "value": history[-1][(key, name)], "unit": f["unit"], "direction": f["direction"],
+            "software": f["software"], "runs": [{"value": h[(key, name)], "session": f"s{i}"}
+                                                for i, h in enumerate(history)]}
+    noise = MachineNoise.build(HW, entries)
+    judged = sum(1 for key, name in keys if noise.figures.get((key, name)) and
+                 noise.figures[(key, name)].kind != EXACT)
+    alpha = family_alpha(judged, "check", ALPHA[0])
+    verdicts = []
+    for key, name in keys:
+        f = facts[(key, name)]
+        rec = entries[key][name]
+        runs = tuple(r["value"] for r in rec["runs"])
+        value = new[(key, name)] * injected.get((key, name), 1.0)
+        fig = noise.figures.get((key, name))
+        kind = fig.kind if fig else kind_of(name, f["unit"])
+        framework = str(f["software"].get("framework", ""))
+        metric = Metric(name=name, samples=(value,), unit=f["unit"], direction=f["direction"], estimate=value)
+        base = Baseline(value=runs[-1], unit=f["unit"], direction=f["direction"], samples=(), iqr=0.0,
+                        software=f["software"], recorded="", runs=runs)
+        v = compare(key, "", metric, base, floor_for(name, TOLERANCE), f["software"],
+                    spread=noise.spread(key, name, framework, kind), alpha=alpha,
+                    shared=noise.unknown_shift(framework, kind), kind=kind)
+        verdicts.append(v.__class__(**{**v.__dict__, "hardware": HW}))
+    shifts, after = run_shift.judge_run(verdicts, lambda hw: noise, "dlperf::run", ALPHA[0])
+    return {"check": verdicts, "after": after, "shifts": shifts}
+
+
+def failed(result: dict[str, Any]) -> set[tuple[str, str]]:
+    bad = {(v.test, v.metric) for v in result["after"] if v.status == REGRESSION}
+    bad |= {(v.test, v.metric) for v in result["check"] if v.status == REGRESSION}
+    bad |= {("shift", v.metric) for v in result["shifts"] if v.status == REGRESSION}
+    return bad
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--baseline", type=Path, action="append", default=[], help="a baseline file: its runs")
+    ap.add_argument("--logs", type=Path, nargs="*", default=[], help="judged runs' terminal logs")
+    ap.add_argument("--baseline-of-logs", type=Path, help="the baseline file the logs were judged against")
+    ap.add_argument("--history", type=int, default=3)
+    ap.add_argument("--combinations", type=int, default=10, help="baseline choices per trial run")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--alpha", type=float, default=0.05, help="the run's family-wise level (--dlperf-alpha)")
+    args = ap.parse_args()
+    ALPHA[0] = args.alpha
+    rng = random.Random(args.seed)
+    facts: dict = {}
+    runs: list[dict] = []
+    for path in args.baseline:
+        f, r = runs_of_file(path)
+        facts.update(f)
+        runs += r
+    if args.logs:
+        runs += runs_of_logs(args.logs, args.baseline_of_logs)
+    print(f"{len(runs)} runs of {len(facts)} figures")
+    counts: Counter = Counter()
+    gates: dict[str, list[float]] = {}
+    for t, trial in enumerate(runs):
+        others = [i for i in range(len(runs)) if i != t]
+        choices = list(itertools.combinations(others, args.history))
+        for chosen in rng.sample(choices, min(args.combinations, len(choices))):
+            history = [runs[i] for i in chosen]
+            aa = judge(facts, history, trial, {})
+            counts["aa trials"] += 1
+            counts["aa failed"] += bool(failed(aa))
+            for v in aa["after"]:
+                if v.gate is not None and v.kind in ("throughput", "memory", "speedup"):
+                    gates.setdefault(v.kind, []).append(v.gate)
+            for kind, factor, label in (("throughput", 0.8, "one_throughput_-20%"),
+                                        ("memory", 1.08, "one_memory_+8%")):
+                candidates = [(v.test, v.metric) for v in aa["after"] if v.kind == kind]
+                if not candidates:
+                    continue
+                target = rng.choice(candidates)
+                result = judge(facts, history, trial, {target: factor})
+                bad = failed(result)
+                counts[f"{label} trials"] += 1
+                counts[f"{label} caught"] += target in bad
+                counts[f"{label} caught alone"] += bad == {target}
+            every = {(v.test, v.metric): 0.7 for v in aa["after"] if v.kind == "throughput"}
+            result = judge(facts, history, trial, every)
+            counts["framework_throughput_-30% trials"] += 1
+            counts["framework_throughput_-30% caught as a shift"] += any(
+                v.status == REGRESSION and v.kind == "throughput" for v in result["shifts"])
+    for name, n in sorted(counts.items()):
+        print(f"{name}: {n}")
+    for kind, values in sorted(gates.items()):
+        values.sort()
+        print(f"{kind} gates after the shift: median {values[len(values) // 2]:.1%}, "
+              f"10th-90th {values[len(values) // 10]:.1%}-{values[9 * len(values) // 10]:.1%}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""The run as a whole: each kind's common shift, judged, and every figure judged again after it.
+
+A test's own check cannot know how the whole run moved, so its gate counts the shift's spread too
+(:func:`pytest_dlperf.judging.judge.judge`). Once every test has run, the shift of each (machine,
+framework, kind) is the median change of its figures. It is a judged figure of its own, gated by how
+far shifts moved between recorded runs (:meth:`MachineNoise.shift_spread`), and each figure is judged
+again on what is left after it, with the shift's estimation error as its shared variance.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections import defaultdict
+from typing import Callable, Sequence
+
+from pytest_dlperf.judging.gates import FAMILY_ALPHA, Gate, family_alpha
+from pytest_dlperf.judging.noise import EXACT, SHIFT_FIGURES, MachineNoise
+from pytest_dlperf.judging.outcomes import INCONCLUSIVE, MISSING, OK, REGRESSION, UPDATED
+from pytest_dlperf.judging.verdict import COUNT, Verdict, log_change, outcome
+
+#: The metric name of a kind's shift verdict: ``<kind> shift``.
+SHIFT = "shift"
+
+
+def judgeable(v: Verdict) -> bool:
+    return (v.status not in (MISSING, UPDATED) and v.unit != COUNT and v.kind != EXACT
+            and v.baseline not in (None, 0) and v.observed > 0 and v.noise is not None)
+
+
+def judge_run(verdicts: Sequence[Verdict], noise: Callable[[str], MachineNoise], test: str,
+              family: float = FAMILY_ALPHA) -> tuple[list[Verdict], list[Verdict]]:
+    """(each group's shift verdict, every verdict judged again after its group's shift)."""
+    groups: dict[tuple[str, str, str], list[int]] = defaultdict(list)
+    for i, v in enumerate(verdicts):
+        if judgeable(v):
+            groups[(v.hardware, v.framework, v.kind)].append(i)
+    shifted = [g for g, members in groups.items() if len(members) >= SHIFT_FIGURES]
+    figures = sum(len(groups[g]) for g in groups)
+    residual_alpha = family_alpha(figures, "residual", family)
+    shift_alpha = family_alpha(len(shifted), "shift", family)
+    out = list(verdicts)
+    shifts = []
+    for group in sorted(groups):
+        members = [verdicts[i] for i in groups[group]]
+        if group in shifted:
+            centre = statistics.median(log_change(v.observed, v.baseline or 1.0) for v in members)
+            error = math.pi / 2 * statistics.fmean((v.noise or 0.0) ** 2 * (1 + 1 / max(v.runs, 1))
+                                                   for v in members) / len(members)
+            shifts.append(_shift_verdict(test, group, members, centre, error, noise(group[0]), shift_alpha))
+        else:  # too few figures to tell a shift from their own changes: judged as at their checks
+            centre, error = 0.0, noise(group[0]).unknown_shift(group[1], group[2])
+        for i in groups[group]:
+            out[i] = _again(verdicts[i], centre if group in shifted else None, error, residual_alpha)
+    return shifts, out
+
+
+def _shift_verdict(test: str, group: tuple[str, str, str], members: Sequence[Verdict], centre: float,
+                   error: float, noise: MachineNoise, alpha: float) -> Verdict:
+    hardware, framework, kind = group
+    direction = statistics.mode(v.direction for v in members)
+    spread = noise.shift_spread(kind)
+    gate = Gate(min(v.tolerance for v in members), 0.0, spread.df, 1, alpha, spread.sd ** 2 + error)
+    worse = -centre if direction == "higher" else centre
+    return Verdict(test=test, label=framework or "unknown", metric=f"{kind} {SHIFT}", unit="ratio",
+                   direction=direction, observed=math.exp(centre), baseline=1.0, tolerance=gate.floor,
+                   status=outcome(worse, gate), p_value=gate.p_value(worse), hardware=hardware,
+                   gate=gate.detects(direction), noise=spread.sd, runs=len(members), alpha=alpha, kind=kind,
+                   framework=framework, df=spread.df,
+                   detail=f"the median of {len(members)} {kind} figures")
+
+
+def _again(v: Verdict, shift: float | None, shared: float, alpha: float) -> Verdict:
+    gate = Gate(v.tolerance, v.noise or 0.0, v.df, v.runs, alpha, shared)
+    change = log_change(v.observed, v.baseline or 1.0) - (shift or 0.0)
+    worse = -change if v.direction == "higher" else change
+    status = outcome(worse, gate)
+    if v.status == REGRESSION:  # the test already failed on it
+        status = REGRESSION
+    elif status == INCONCLUSIVE and v.status == OK:
+        status = OK
+    return dataclasses.replace(v, status=status, gate=gate.detects(v.direction), p_value=gate.p_value(worse),
+                               alpha=alpha, shift=shift)
+
+
+def failure_message(shifts: Sequence[Verdict], before: Sequence[Verdict], after: Sequence[Verdict]) -> str:
+    """What the run as a whole shows: shifts beyond their gates, then figures that regressed after them."""
+    lines = []
+    for s in shifts:
+        if s.status == REGRESSION:
+            lines.append(f"every {s.framework or 'unknown'} {s.kind} figure moved {s.observed - 1:+.1%} together "
+                         f"on {s.hardware} ({s.detail}; the run's shift detects {_pct(s.gate)}): this machine "
+                         "or this framework changed")
+    for old, new in zip(before, after):
+        if new.status == REGRESSION and old.status != REGRESSION:
+            lines.append(f"after the run's shift: {new.line()}")
+    return "\n".join(lines)
+
+
+def _pct(gate: float | None) -> str:
+    return "nothing below a halving" if gate is None else f"{gate:.1%}"
+

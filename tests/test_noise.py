@@ -1,0 +1,196 @@
+"""The noise model learned from a machine's recorded runs, the run's common shift, and the hardware key."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from pytest_dlperf.child import environment
+from pytest_dlperf.judging.gates import family_alpha
+from pytest_dlperf.judging.noise import EXACT, PRIORS, SHIFT_PRIORS, MachineNoise, squeeze
+from pytest_dlperf.judging.run_shift import judge_run
+from pytest_dlperf.judging.verdict import REGRESSION, compare
+from pytest_dlperf.judging.baselines import Baseline
+from pytest_dlperf.result import metric_from
+
+HW = "cpu-test-2cpu-avx2"
+
+
+def entries(values: dict[str, list[float]], metric="throughput", unit="samples/s", direction="higher",
+            framework="torch", sessions=True) -> dict:
+    """A baseline file's entries: one figure per key, ``values`` its runs (session i for the i-th run)."""
+    out = {}
+    for key, runs in values.items():
+        out[key] = {metric: {"value": runs[-1], "unit": unit, "direction": direction,
+                             "software": {"framework": framework},
+                             "runs": [{"value": v, **({"session": f"s{i}"} if sessions else {})}
+                                      for i, v in enumerate(runs)]}}
+    return out
+
+
+def suite(rng: random.Random, figures=30, runs=3, noise=0.03, shift=0.05) -> dict[str, list[float]]:
+    shifts = [rng.gauss(0, shift) for _ in range(runs)]
+    return {f"t{i}": [100 * (i + 1) * math.exp(shifts[r] + rng.gauss(0, noise)) for r in range(runs)]
+            for i in range(figures)}
+
+
+def test_the_sessions_shift_is_taken_out_of_each_figures_noise() -> None:
+    """Every figure moves with its session by +-10%; after the shift, each figure's own spread is its 1%."""
+    rng = random.Random(3)
+    values = {f"t{i}": [100 * math.exp(s + rng.gauss(0, 0.01)) for s in (0.10, -0.10, 0.0)] for i in range(20)}
+    noise = MachineNoise.build(HW, entries(values))
+    assert sorted(round(v, 2) for v in noise.shifts[("torch", "throughput")].values()) == [-0.1, 0.0, 0.1]
+    own = [s.sd for s in noise.own.values()]
+    assert max(own) < 0.03
+    assert noise.shift_spread("throughput").sd > 0.05  # the recorded shifts, not the stated prior alone
+
+
+def test_runs_without_session_ids_are_placed_from_the_latest() -> None:
+    rng = random.Random(4)
+    values = {f"t{i}": [100 * math.exp(s + rng.gauss(0, 0.01)) for s in (0.10, -0.10, 0.0)] for i in range(20)}
+    with_ids = MachineNoise.build(HW, entries(values))
+    without = MachineNoise.build(HW, entries(values, sessions=False))
+    assert sorted(with_ids.shifts[("torch", "throughput")].values()) == \
+        pytest.approx(sorted(without.shifts[("torch", "throughput")].values()))
+
+
+def test_figures_alike_lend_each_other_many_degrees_of_freedom() -> None:
+    rng = random.Random(5)
+    alike = MachineNoise.build(HW, entries(suite(rng, figures=40, noise=0.03, shift=0.0)))
+    kind = alike.kind("torch", "throughput")
+    assert kind.df > 8 and kind.sd == pytest.approx(0.03, rel=0.3)
+    spread = alike.spread("t0", "throughput", "torch", "throughput")
+    assert spread.df > 10  # not the 2 df of its own three runs
+
+
+def test_figures_that_differ_lend_few() -> None:
+    rng = random.Random(6)
+    values = {f"t{i}": [100 * math.exp(rng.gauss(0, sd)) for _ in range(3)]
+              for i, sd in enumerate([0.002, 0.01, 0.05, 0.2] * 10)}
+    kind = MachineNoise.build(HW, entries(values)).kind("torch", "throughput")
+    assert kind.df < 5
+
+
+def test_squeeze_recovers_a_known_prior() -> None:
+    rng = random.Random(7)
+    # variances drawn as s0^2 * d0 / chi2(d0), then sampled with 4 df each
+    d0, s0 = 10.0, 0.04
+    variances = []
+    for _ in range(2000):
+        true = s0 ** 2 * d0 / sum(rng.gauss(0, 1) ** 2 for _ in range(int(d0)))
+        variances.append(true * sum(rng.gauss(0, 1) ** 2 for _ in range(4)) / 4)
+    fitted = squeeze(variances, [4.0] * len(variances))
+    assert fitted is not None
+    assert math.sqrt(fitted[0]) == pytest.approx(s0, rel=0.1) and fitted[1] == pytest.approx(d0, rel=0.35)
+    assert squeeze([0.01, 0.02], [2, 2]) is None
+
+
+def test_a_figure_whose_runs_hold_their_shift_adds_none() -> None:
+    """Fewer than three figures of a kind: no session's shift is taken out of their runs, so their own
+    spread already holds it and the run's unknown shift adds nothing to their gate."""
+    rng = random.Random(12)
+    few = MachineNoise.build(HW, entries(suite(rng, figures=2)))
+    many = MachineNoise.build(HW, entries(suite(rng, figures=10)))
+    assert few.unknown_shift("torch", "throughput") == 0.0
+    assert many.unknown_shift("torch", "throughput") == many.shift_spread("throughput").sd ** 2 > 0
+
+
+def test_a_kind_with_nothing_recorded_has_the_stated_prior_of_its_device() -> None:
+    noise = MachineNoise.build("gpu-nvidia-h100-x1", {})
+    spread = noise.spread("t", "throughput", "torch", "throughput")
+    assert spread.sd == PRIORS["gpu"]["throughput"] and "stated gpu prior" in spread.source
+    assert MachineNoise.build(HW, {}).shift_spread("throughput").sd == SHIFT_PRIORS["cpu"]["throughput"]
+
+
+def test_accuracies_that_never_moved_are_exact() -> None:
+    values = {"t0": [0.9, 0.9, 0.9]}
+    noise = MachineNoise.build(HW, entries(values, metric="accuracy_top1", unit="fraction"))
+    assert noise.figures[("t0", "accuracy_top1")].kind == EXACT
+    assert noise.spread("t0", "accuracy_top1", "torch", EXACT).sd == 0.0
+
+
+# ------------------------------------------------------------------ the run as a whole
+
+
+def centre(runs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in runs) / len(runs))
+
+
+def judged(values: dict[str, list[float]], now: dict[str, float]):
+    """Each figure at its test's check, as the plugin's judge does, on the model built from ``values``."""
+    files = entries(values)
+    noise = MachineNoise.build(HW, files)
+    verdicts = []
+    for key, value in now.items():
+        runs = tuple(values[key])
+        base = Baseline(runs[-1], "samples/s", "higher", (), 0.0, {"framework": "torch"}, "", runs)
+        v = compare(key, "x", metric_from("throughput", [value], "samples/s"), base, 0.10,
+                    {"framework": "torch"}, spread=noise.spread(key, "throughput", "torch", "throughput"),
+                    alpha=family_alpha(len(now)), shared=noise.unknown_shift("torch", "throughput"), kind="throughput")
+        verdicts.append(v.__class__(**{**v.__dict__, "hardware": HW}))
+    shifts, after = judge_run(verdicts, lambda hw: noise, "dlperf::run")
+    return verdicts, shifts, after
+
+
+def test_a_framework_wide_loss_fails_as_a_shift() -> None:
+    rng = random.Random(8)
+    values = suite(rng)
+    _, shifts, _ = judged(values, {k: v[-1] * 0.7 for k, v in values.items()})
+    assert [s.status for s in shifts] == [REGRESSION]
+    assert shifts[0].metric == "throughput shift" and shifts[0].observed == pytest.approx(0.7, rel=0.05)
+
+
+def test_one_figure_is_judged_after_the_runs_shift() -> None:
+    """The whole run 6% slow (a busy VM) and one figure 25% slower than that: only that figure fails."""
+    rng = random.Random(9)
+    values = suite(rng, noise=0.02)
+    now = {k: centre(v) * 0.94 * math.exp(rng.gauss(0, 0.02)) for k, v in values.items()}
+    now["t3"] *= 0.75
+    _, shifts, after = judged(values, now)
+    assert [s.status for s in shifts] != [REGRESSION]
+    failing = [v.test for v in after if v.status == REGRESSION]
+    assert failing == ["t3"]
+    assert after[3].shift == pytest.approx(math.log(0.94), abs=0.03)
+
+
+def test_an_unchanged_run_passes_as_a_whole() -> None:
+    rng = random.Random(10)
+    values = suite(rng, noise=0.02)
+    now = {k: centre(v) * math.exp(rng.gauss(0, 0.02)) for k, v in values.items()}
+    checks, shifts, after = judged(values, now)
+    assert not any(v.status == REGRESSION for v in checks + shifts + after)
+
+
+# ------------------------------------------------------------------ the hardware key
+
+AVX2 = frozenset("sse4_2 avx avx2 fma".split())
+AVX512_BF16 = AVX2 | frozenset("avx512f avx512bw avx512vl avx512dq avx512_bf16".split())
+CAP = {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE", "DNNL_MAX_CPU_ISA": "AVX512_CORE", "ATEN_CPU_CAPABILITY": "avx512"}
+
+
+def test_the_isa_level_is_the_cpus_own_lowered_by_a_cap_never_raised() -> None:
+    assert environment.native_isa(AVX2) == "avx2"
+    assert environment.native_isa(AVX512_BF16) == "avx512bf16"
+    assert environment.isa_level({}, AVX512_BF16) == "avx512bf16"
+    assert environment.isa_level(CAP, AVX512_BF16) == "avx512"
+    assert environment.isa_level(CAP, AVX2) == "avx2"  # the cap never raises a CPU above its own
+
+
+def test_a_cap_that_lowers_nothing_is_named_and_an_unknown_one_too() -> None:
+    assert environment.cap_problem(CAP, AVX512_BF16) == ""
+    assert "does not lower this CPU's own level (avx2)" in environment.cap_problem(CAP, AVX2)
+    assert "not a level pytest-dlperf knows" in environment.cap_problem({"ONEDNN_MAX_CPU_ISA": "AVX9"}, AVX2)
+    assert environment.cap_problem({}, AVX2) == ""
+
+
+def test_bf16_is_emulated_below_avx512_bf16() -> None:
+    assert environment.emulated_precisions("avx2") == {"amp_bf16"}
+    assert environment.emulated_precisions("avx512") == {"amp_bf16"}
+    assert environment.emulated_precisions("amx") == frozenset()
+
+
+def test_this_machines_key_names_its_isa_level() -> None:
+    key = environment.hardware_key("cpu")
+    assert key.startswith("cpu-") and key.endswith(f"cpu-{environment.isa_level()}")
