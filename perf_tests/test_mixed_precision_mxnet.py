@@ -16,6 +16,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_dlperf.child.cores.mxnet_core import check_supported
+from pytest_dlperf.judging.stats import claim_decided
 from pytest_dlperf.scenario import ScenarioError
 
 pytestmark = pytest.mark.framework("mxnet")
@@ -45,7 +46,8 @@ def assert_trains(run):
 def test_amp_fp16_is_at_least_1_8x_fp32_on_gpu(dlperf, gpu, model):
     base = dlperf.scenario("mxnet", model, batch_size=128, kvstore=GPU_KVSTORE)
     paired = dlperf.run_paired(base.replace(precision="fp32"),
-                               base.replace(precision="amp_fp16", label="amp_fp16_dynamic"))
+                               base.replace(precision="amp_fp16", label="amp_fp16_dynamic"),
+                               decided=claim_decided(MIN_AMP_SPEEDUP))
     fp32, amp = paired.results["fp32"], paired.results["amp_fp16_dynamic"]
     ratio = paired.ratio("amp_fp16_dynamic")
     dlperf.speedup("amp_fp16_vs_fp32", ratio, floor=MIN_AMP_SPEEDUP)

@@ -15,7 +15,7 @@ import pytest
 
 from pytest_dlperf.plugin.options import DEFAULT_AB_THRESHOLD as AB_THRESHOLD
 from pytest_dlperf.judging.outcomes import REGRESSION
-from pytest_dlperf.judging.stats import decide
+from pytest_dlperf.judging.stats import claim_decided, decide
 
 pytestmark = pytest.mark.framework("torch")
 
@@ -32,7 +32,8 @@ def test_amp_fp16_is_at_least_1_8x_fp32_on_gpu(dlperf, gpu, model):
     paired = dlperf.run_paired(base.replace(precision="fp32"),
                                base.replace(precision="amp_fp16", label="amp_fp16_dynamic"),
                                base.replace(precision="amp_fp16", loss_scale=APEX_STATIC_LOSS_SCALE,
-                                            label="amp_fp16_static256"))
+                                            label="amp_fp16_static256"),
+                               decided=claim_decided(MIN_AMP_SPEEDUP))
     fp32, amp, amp_static = (paired.results[k] for k in ("fp32", "amp_fp16_dynamic", "amp_fp16_static256"))
     dlperf.speedup("amp_fp16_vs_fp32", paired.ratio("amp_fp16_dynamic"), floor=MIN_AMP_SPEEDUP)
     dlperf.speedup("amp_fp16_static256_vs_fp32", paired.ratio("amp_fp16_static256"), floor=MIN_AMP_SPEEDUP)

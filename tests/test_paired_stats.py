@@ -282,3 +282,14 @@ def test_a_group_is_decided_once_no_ratio_is_inconclusive() -> None:
     assert rule({"a": made(0.85, 0.80, 0.90), "b": made(1.00, 0.95, 1.05)}) is True
     assert rule({"a": made(0.85, 0.80, 0.90), "b": made(0.99, 0.88, 1.10)}) is False
     assert rule({}) is True
+
+
+def test_a_claim_is_decided_when_its_interval_lies_on_one_side_of_the_floor() -> None:
+    from pytest_dlperf.judging.stats import claim_decided
+
+    decided = claim_decided(1.8)
+    assert decided({"amp": PairedRatio((2.0,) * 4, 2.0, 1.9, 2.1, 0.9, units=4)})
+    assert decided({"amp": PairedRatio((1.5,) * 4, 1.5, 1.4, 1.6, 0.9, units=4)})
+    assert not decided({"amp": PairedRatio((1.8,) * 4, 1.8, 1.6, 2.0, 0.9, units=4)})
+    assert claim_decided(1.8, ["amp"])({"amp": PairedRatio((2.0,) * 4, 2.0, 1.9, 2.1, 0.9, units=4),
+                                        "tf32": PairedRatio((1.0,) * 4, 1.0, 0.7, 2.0, 0.9, units=4)})

@@ -191,3 +191,12 @@ def decided_at(threshold: float) -> Callable[[dict[str, PairedRatio]], bool]:
     def decided(ratios: dict[str, PairedRatio]) -> bool:
         return all(decide(r, threshold) != INCONCLUSIVE for r in ratios.values())
     return decided
+
+
+def claim_decided(floor: float, variants: Sequence[str] | None = None) -> Callable[[dict[str, PairedRatio]], bool]:
+    """A paired claim's stopping rule: each ratio (of ``variants``, or all) has its interval wholly on one
+    side of the claimed ``floor`` (e.g. AMP at least 1.8x fp32), so more processes cannot change the verdict."""
+    def decided(ratios: dict[str, PairedRatio]) -> bool:
+        chosen = [r for key, r in ratios.items() if variants is None or key in variants]
+        return all(r.low >= floor or r.high < floor for r in chosen)
+    return decided

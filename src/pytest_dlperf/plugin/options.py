@@ -140,7 +140,7 @@ def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("dlperf", "deep-learning training performance (pytest-dlperf)")
     group.addoption("--update-baselines", action="store_true", dest="dlperf_update", default=False,
                     help="write the figures measured in this run to the baseline files (merging; "
-                         "other tests' and machines' entries are kept)")
+                         "other tests' and machines' entries are kept; also DLPERF_UPDATE_BASELINES=1)")
     group.addoption("--dlperf-require-baselines", action="store_true", dest="dlperf_require_baselines",
                     default=False, help="fail a test whose figures have no baseline on this machine (for runners "
                                         "that must compare; also ini dlperf_require_baselines, "
@@ -218,7 +218,7 @@ class Options(NamedTuple):
         return cls(
             launcher=launcher,
             hostfile=hostfile,
-            update=bool(config.getoption("dlperf_update")),
+            update=_update(config),
             baseline_dir=baseline_dir,
             profile=profile,
             tolerance=values["dlperf_tolerance"] or DEFAULT_TOLERANCE[profile],
@@ -233,6 +233,17 @@ class Options(NamedTuple):
             require_baselines=_require_baselines(config),
             alpha=values["dlperf_alpha"] or DEFAULT_ALPHA,
         )
+
+
+def _update(config: pytest.Config) -> bool:
+    """--update-baselines, else DLPERF_UPDATE_BASELINES=1: one setting records every pytest run of a
+    suite split over several (tox -m perf's framework and ISA-capped runs); no ini key, on purpose."""
+    if config.getoption("dlperf_update"):
+        return True
+    raw = os.environ.get("DLPERF_UPDATE_BASELINES", "").strip().lower()
+    if raw and raw not in ("1", "true", "yes", "0", "false", "no"):
+        raise pytest.UsageError(f"environment variable DLPERF_UPDATE_BASELINES={raw!r}: use 1 or 0")
+    return raw in ("1", "true", "yes")
 
 
 def _require_baselines(config: pytest.Config) -> bool:
