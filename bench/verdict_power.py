@@ -45,7 +45,8 @@ from typing import Any, Sequence
 
 from pytest_dlperf.judging import verdict
 from pytest_dlperf.judging.baselines import Baseline
-from pytest_dlperf.judging.gates import FAMILY_ALPHA, family_alpha, resolve
+from pytest_dlperf.judging.gates import FAMILY_ALPHA, Gate, family_alpha
+from pytest_dlperf.judging.noise import own_spread
 from pytest_dlperf.plugin.options import DEFAULT_TOLERANCE
 from pytest_dlperf.profiles import scenario_for
 from pytest_dlperf.result import metric_from
@@ -114,7 +115,7 @@ def stored_report(data: dict[str, Any], describe: str, family: int) -> int:
     trials = stored_trials(data)
     n = len(trials)
     tolerance = data["tolerance"]
-    levels = [("one figure", FAMILY_ALPHA), (f"suite of {family}", family_alpha(family))]
+    levels = [("one figure", FAMILY_ALPHA), (f"suite of {family}", family_alpha(family, "residual"))]
     print(f"\nstored mode: {describe}; history of {data['history']} runs, tolerance {tolerance:.0%}, {n} trials")
     print(f"{'level':<16} {'alpha':>8} {'A/A slower':>10} {'A/A faster':>10} {'A/A inconcl.':>12} "
           f"{'5% caught':>9} {'10% caught':>10}")
@@ -127,10 +128,10 @@ def stored_report(data: dict[str, Any], describe: str, family: int) -> int:
               f" {out['slowed_10'].count(verdict.REGRESSION):>7}/{n:<2}")
     inside, widths = 0, []
     for history, values in trials:
-        gate = resolve(0.0, history, None, 0.05)
-        bound = gate.noise_bound
-        if bound is None:
+        spread = own_spread(history)
+        if not spread.df:
             continue
+        bound = Gate(0.0, spread.sd, spread.df, len(history), 0.025).bound  # a two-sided 95% interval
         widths.append(math.expm1(bound))
         inside += abs(math.log(values["aa"] / statistics.geometric_mean(history))) <= bound
     if widths:
@@ -142,7 +143,7 @@ def stored_report(data: dict[str, Any], describe: str, family: int) -> int:
         f"{label} {math.expm1(statistics.median(c)):+.1%}" for label, c in changes.items()))
     wall = statistics.median(c[label]["wall_s"] for c in data["cycles"] for label, _ in STORED_VARIANTS if label in c)
     print(f"cost: one stored comparison is one run, {wall:.0f} s (median); the history's runs are paid once")
-    aa_alarms = sum(judge_stored(h, v["aa"], tolerance, family_alpha(family)) == verdict.REGRESSION
+    aa_alarms = sum(judge_stored(h, v["aa"], tolerance, family_alpha(family, "residual")) == verdict.REGRESSION
                     for h, v in trials)
     return 0 if aa_alarms == 0 else 1
 

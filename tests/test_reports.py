@@ -138,6 +138,10 @@ def test_xdist_prints_the_summary_and_writes_the_figures_of_a_serial_run(pyteste
     # title, verdict line, table of 8 rows, counts
     assert summary(parallel) == summary(serial) and len(summary(serial)) == 15
     parallel.stdout.fnmatch_lines(["*8 baselines written to *baselines/*.json."])
+    (written,) = (pytester.path / "baselines").glob("*.json")
+    latest = {rec["runs"][-1]["session"] for entry in json.loads(written.read_text())["entries"].values()
+              for rec in entry.values()}
+    assert len(latest) == 1, f"the xdist workers recorded under sessions of their own: {latest}"
 
     serial = run(pytester, "--junitxml=serial.xml")
     parallel = run(pytester, "-n", "2", "--junitxml=parallel.xml")

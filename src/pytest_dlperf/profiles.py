@@ -26,7 +26,7 @@ PROFILE_DEFAULTS: dict[str, dict[str, Any]] = {
 
 #: A precision the CPU only emulates (bf16 without AVX512_BF16 or AMX) runs at this size on ``smoke``:
 #: its figures say the path works and what it costs, at seconds instead of minutes per scenario.
-EMULATED_SHAPE: dict[str, Any] = dict(image_size=32, warmup_steps=1, rounds=3, steps_per_round=2)
+EMULATED_SHAPE: dict[str, Any] = dict(image_size=32, warmup_steps=2, rounds=3, steps_per_round=4)
 
 #: Learning rate per 256 samples of batch. ``full`` keeps the rate the seeds' runs used (0.1 at batch 128).
 LR_PER_256: dict[str, float] = {"smoke": 0.1, "full": 0.2}

@@ -85,6 +85,14 @@ def sessions_of(runs: Sequence[Mapping]) -> list[str]:
     return [str(r["session"]) if r.get("session") else f"#{len(runs) - i}" for i, r in enumerate(runs)]
 
 
+def own_spread(values: Sequence[float]) -> Spread:
+    """The run-to-run spread (log scale) of one figure's recorded values alone."""
+    logs = [math.log(v) for v in values if v > 0]
+    if len(logs) < 2:
+        return Spread(0.0, 0.0)
+    return Spread(statistics.stdev(logs), len(logs) - 1.0, "own runs")
+
+
 def squeeze(variances: Sequence[float], dfs: Sequence[float]) -> tuple[float, float] | None:
     """(prior variance s0^2, prior df d0) from sample variances, limma's ``fitFDist`` by moments on
     the log scale; ``d0`` is infinite when the variances spread no more than sampling alone explains.

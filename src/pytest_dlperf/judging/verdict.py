@@ -24,7 +24,7 @@ from pytest_dlperf.judging.baselines import Baseline
 # the outcome words are imported from here by most callers
 from pytest_dlperf.judging.outcomes import IMPROVEMENT, INCONCLUSIVE, MISSING, OK, REGRESSION, UPDATED as UPDATED
 from pytest_dlperf.judging.gates import Gate, geometric_mean
-from pytest_dlperf.judging.noise import Spread
+from pytest_dlperf.judging.noise import Spread, own_spread
 
 #: The figures a test's ``dlperf.check`` judges against the baselines (the others are recorded only).
 CHECKED_METRICS = ("throughput", "peak_host_memory", "peak_device_memory", "accuracy_top1",
@@ -137,7 +137,7 @@ def compare(
         return _compare_counts(common, baseline, software, reasons, tolerance)
     runs = baseline.runs or (baseline.value,)
     centre = geometric_mean(runs)
-    spread = spread or _own(runs)
+    spread = spread or own_spread(runs)
     gate = Gate(tolerance, spread.sd, spread.df, len(runs), alpha, shared)
     change = log_change(observed, centre) - (shift or 0.0)
     worse = -change if metric.direction == HIGHER else change
@@ -146,14 +146,6 @@ def compare(
     return Verdict(**common, baseline=centre, tolerance=tolerance, status=status,
                    p_value=gate.p_value(worse), software_note=note, gate=gate.detects(metric.direction),
                    noise=spread.sd, runs=len(runs), alpha=alpha, df=spread.df, shift=shift)
-
-
-def _own(runs: Sequence[float]) -> Spread:
-    logs = [math.log(v) for v in runs if v > 0]
-    if len(logs) < 2:
-        return Spread(0.0, 0.0)
-    mean = sum(logs) / len(logs)
-    return Spread(math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1)), len(logs) - 1.0, "own runs")
 
 
 def log_change(observed: float, centre: float) -> float:

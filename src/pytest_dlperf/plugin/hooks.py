@@ -139,6 +139,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 @pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: object) -> None:
+    """xdist controller: every worker records under the controller's session, one run's shift."""
+    node.workerinput["dlperf_session"] = node.config.stash[SESSION_KEY].store.session  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: object, error: object) -> None:
     """xdist controller: a worker finished; its verdicts and written files join the run's."""
     output = getattr(node, "workeroutput", {}).get("dlperf")

@@ -26,6 +26,9 @@ class DlperfSession:
         self.config = config
         self.options = options
         self.store = BaselineStore(options.baseline_dir)
+        worker = getattr(config, "workerinput", None)
+        if worker and worker.get("dlperf_session"):  # an xdist worker records under its controller's session
+            self.store.session = worker["dlperf_session"]
         self.verdicts: list[Verdict] = []
         self.written: list[Path] = []
         #: Node ids of the selected tests, in run order.
