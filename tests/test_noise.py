@@ -194,3 +194,21 @@ def test_bf16_is_emulated_below_avx512_bf16() -> None:
 def test_this_machines_key_names_its_isa_level() -> None:
     key = environment.hardware_key("cpu")
     assert key.startswith("cpu-") and key.endswith(f"cpu-{environment.isa_level()}")
+
+
+def test_a_machine_without_baselines_names_the_other_hardware_it_will_not_compare(tmp_path) -> None:
+    import json
+
+    from pytest_dlperf.judging.baselines import BaselineStore
+    from pytest_dlperf.judging.verdict import MISSING, Verdict
+    from pytest_dlperf.plugin.report import missing_lines
+
+    other = {"format": 2, "entries": {}, "hardware": {"cpu_model": "AMD EPYC 9R14", "isa_level": "avx512bf16",
+                                                     "cpu_family": "25", "cpu_model_number": "17"}}
+    (tmp_path / "cpu-amd-epyc-f25m17-2cpu-avx512bf16.json").write_text(json.dumps(other))
+    here = "cpu-amd-epyc-f25m1-2cpu-avx2"
+    missing = Verdict("t.py::t", "fp32", "throughput", "img/s", "higher", 10.0, None, 0.1, MISSING, hardware=here)
+    lines = missing_lines([missing], BaselineStore(tmp_path), "smoke")
+    assert lines[0].startswith(f"No smoke baselines for this machine: hardware key {here}")
+    assert lines[1] == ("  cpu-amd-epyc-f25m17-2cpu-avx512bf16 is other hardware (AMD EPYC 9R14, avx512bf16, "
+                        "family 25 model 17): not compared.")

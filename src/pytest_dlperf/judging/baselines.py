@@ -218,6 +218,16 @@ class BaselineStore:
                 if data is not None:
                     self._files.setdefault(path.stem, data["entries"])
 
+    def other_hardware(self, hardware_key: str) -> dict[str, dict[str, Any]]:
+        """The other machines' files in the folder, by key, with the hardware each recorded: never compared."""
+        found = {}
+        if self.directory.is_dir():
+            for path in sorted(self.directory.glob("*.json")):
+                if path.stem != hardware_key:
+                    data = self._read(path) or {}
+                    found[path.stem] = dict(data.get("hardware", {}))
+        return found
+
     def keys(self, hardware_key: str, profile: str | None = None) -> list[str]:
         """The entry keys of a machine's file, sorted; only the ``profile``'s when one is given."""
         return sorted(k for k in self.entries(hardware_key) if profile is None or split_entry_key(k)[2] == profile)

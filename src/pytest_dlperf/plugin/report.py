@@ -123,12 +123,22 @@ def missing_lines(verdicts: list[Verdict], store: BaselineStore, profile: str, l
     for hw, names in sorted(by_hardware.items()):
         if not store.keys(hw, profile):
             lines.append(f"No {profile} baselines for this machine: hardware key {hw}, file {store.path(hw)}.")
+            lines += [f"  {key} is other hardware ({_described(facts)}): not compared."
+                      for key, facts in store.other_hardware(hw).items() if key.split("-")[0] == hw.split("-")[0]]
             continue
         shown = ", ".join(sorted(names)[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
         lines.append(f"No baseline on {hw} for: {shown}")
     if lines:
         lines.append("Record them with: pytest --update-baselines (then commit baselines/)")
     return lines
+
+
+def _described(facts: dict) -> str:
+    parts = [str(facts[k]) for k in ("cpu_model", "isa_level") if facts.get(k)]
+    if facts.get("cpu_family"):
+        parts.append(f"family {facts['cpu_family']} model {facts.get('cpu_model_number', '?')}")
+    parts += [", ".join(facts["gpus"])] if facts.get("gpus") else []
+    return ", ".join(parts) or "no hardware recorded"
 
 
 def unused_lines(unused: list[str]) -> list[str]:
