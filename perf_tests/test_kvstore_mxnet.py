@@ -110,7 +110,13 @@ def train_every_kvstore(dlperf, kind, tmp_path, device="cpu"):
     assert_reduced(kind, result)
 
 
-@pytest.mark.parametrize("kind", ("local", "device", "dist_sync", "dist_device_sync", "dist_async"))
+#: Asynchronous SGD applies stale gradients in whatever order the workers push them: its smoke-size
+#: accuracy varies from run to run far beyond the synchronous stores' (docs/evidence.md).
+ASYNC_ACCURACY = pytest.mark.tolerance(accuracy_top1=0.3)
+
+
+@pytest.mark.parametrize("kind", ("local", "device", "dist_sync", "dist_device_sync",
+                                  pytest.param("dist_async", marks=ASYNC_ACCURACY)))
 def test_every_kvstore_type_trains_and_reduces(dlperf, kind, tmp_path):
     train_every_kvstore(dlperf, kind, tmp_path)
 
