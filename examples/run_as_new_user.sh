@@ -4,7 +4,9 @@
 #   1. the first run passes and reports missing baselines,
 #   2. pytest --update-baselines three times (each run adds one run to every figure's history),
 #   3. the next run passes against them,
-#   4. a step 25% slower (TINY_LM_SLOWDOWN=0.25) fails as a regression.
+#   4. a step 25% slower (TINY_LM_SLOWDOWN=0.25) fails as a regression,
+#   5. with Valgrind: the step's instructions counted (--dlperf-measure=instructions), recorded three times,
+#      and a step with one extra 7 MB tensor copy (about 1% more instructions) fails as a regression.
 # PYTHON picks the interpreter the venv is made from (default python3); KEEP=1 keeps the temporary folder.
 set -euo pipefail
 
@@ -75,5 +77,22 @@ unset TINY_LM_SLOWDOWN
 [ "$code" = 1 ] || fail "the slowed run exited $code, expected 1 (a test failed)"
 expect slowed "regression: tiny_lm throughput .* tokens/s vs baseline"
 expect slowed "1 failed"
+
+if ! command -v valgrind >/dev/null; then
+  step "5. skipped: no valgrind on PATH (apt-get install valgrind), so no instruction count"
+else
+  for i in 1 2 3; do
+    step "5.$i. recording the counted figure: pytest --dlperf-measure=instructions --update-baselines (run $i of 3)"
+    run_pytest "count$i" --dlperf-measure=instructions --update-baselines
+    [ "$code" = 0 ] || fail "counted --update-baselines run $i exited $code"
+    expect "count$i" "tiny_lm +instructions_per_step .* updated"
+  done
+  step "5.4. one extra 7 MB copy per step (TINY_LM_EXTRA_COPY_MB=7): about 1% more instructions, a regression"
+  export TINY_LM_EXTRA_COPY_MB=7
+  run_pytest copied --dlperf-measure=instructions
+  unset TINY_LM_EXTRA_COPY_MB
+  [ "$code" = 1 ] || fail "the run with an extra copy exited $code, expected 1 (a test failed)"
+  expect copied "regression: tiny_lm instructions_per_step .* instructions vs baseline"
+fi
 
 step "the example behaved as a new user would expect: missing -> recorded -> ok -> regression caught"

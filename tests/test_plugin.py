@@ -75,6 +75,7 @@ def test_options_are_in_one_group_with_help(pytester: pytest.Pytester) -> None:
     (["--dlperf-tolerance=10"], "*--dlperf-tolerance*is a fraction*"),
     (["--dlperf-tolerance=abc"], "*--dlperf-tolerance*'abc' is not a number*"),
     (["--dlperf-rounds=0"], "*--dlperf-rounds*must be at least 1*"),
+    (["--dlperf-measure=cycles"], "*--dlperf-measure*'cycles' is not a measure; use time or instructions*"),
     (["--dlperf-launcher=pbs"], "*--dlperf-launcher*'pbs' is not a launcher; use one of: local, ssh, mpi, slurm*"),
     (["--dlperf-launcher=ssh"], "*--dlperf-launcher ssh needs --dlperf-hostfile PATH*"),
     (["--dlperf-launcher=mpi", "--dlperf-hostfile=nope.txt"], "*--dlperf-hostfile *nope.txt: cannot read hostfile*"),

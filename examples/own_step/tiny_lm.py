@@ -3,7 +3,9 @@
 pytest-dlperf imports ``make_step`` in a child process, calls it with the scenario (batch size,
 device, precision, seed) and times the step it returns. ``TINY_LM_SLOWDOWN`` (default 0) makes
 each step that fraction longer (0.25: a step 25% slower, as an extra copy or a slower kernel would):
-the slowed variant CI uses to show a regression is caught.
+the slowed variant CI uses to show a regression is caught. ``TINY_LM_EXTRA_COPY_MB`` (default 0) adds
+one copy of a tensor of that many megabytes to every step: work an instruction count sees (about 1% of
+the step's instructions at 7 MB, batch 16) where a timing on a shared machine cannot.
 """
 
 import os
@@ -38,6 +40,7 @@ def make_step(scenario):
     x = torch.stack([data[s:s + CONTEXT] for s in starts]).to(device)
     y = torch.stack([data[s + 1:s + CONTEXT + 1] for s in starts]).to(device)
     slowdown = float(os.environ.get("TINY_LM_SLOWDOWN", "0"))
+    extra = torch.ones(int(float(os.environ.get("TINY_LM_EXTRA_COPY_MB", "0")) * 2**20 / 4))
 
     def step():
         started = time.perf_counter()
@@ -45,6 +48,8 @@ def make_step(scenario):
         loss = nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
         loss.backward()
         optimizer.step()
+        if extra.numel():
+            extra.clone()
         if slowdown:  # the same work, then as much again times the slowdown, on the CPU like the step
             until = time.perf_counter() + slowdown * (time.perf_counter() - started)
             while time.perf_counter() < until:

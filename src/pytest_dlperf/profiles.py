@@ -27,6 +27,10 @@ PROFILE_DEFAULTS: dict[str, dict[str, Any]] = {
 #: A precision the CPU only emulates (bf16 without AVX512_BF16 or AMX) runs at this size on ``smoke``:
 #: a quarter of the pixels, the same steps (fewer left ResNet-50's loss too noisy to show it fell).
 EMULATED_SHAPE: dict[str, Any] = dict(image_size=32)
+#: The rounds of a scenario ``--dlperf-measure=instructions`` counts instead of timing: one step costs about
+#: a minute under callgrind at smoke sizes, and its count repeats to a few hundredths of a percent, so
+#: three rounds of one step show what a timed scenario's rounds would (docs/instructions.md).
+COUNTED_ROUNDS: dict[str, Any] = dict(rounds=3, steps_per_round=1)
 
 #: Learning rate per 256 samples of batch. ``full`` keeps the rate the seeds' runs used (0.1 at batch 128).
 LR_PER_256: dict[str, float] = {"smoke": 0.1, "full": 0.2}

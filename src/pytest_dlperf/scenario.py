@@ -22,6 +22,9 @@ DATA_FORMATS = ("NCHW", "NHWC")
 PROFILES = ("smoke", "full")
 #: torch.compile: off (eager), or one of inductor's modes (CUDA graphs are the separate ``cuda_graphs`` switch).
 COMPILE_MODES = ("off", "default", "max-autotune")
+#: What a scenario's rounds measure: their time, or the instructions of their steps under Valgrind
+#: (:mod:`pytest_dlperf.instructions`).
+MEASURES = ("time", "instructions")
 
 #: The framework's import name and the pip requirement that provides it.
 INSTALL_HINTS = {
@@ -106,12 +109,18 @@ class Scenario:
     #: Free-form settings of the model (JSON values): the sizes of the built-in ``gpt``, or whatever
     #: your ``make_step`` reads (``scenario.model_config["hidden"]``).
     model_config: Mapping[str, Any] = field(default_factory=dict)
+    #: One of :data:`MEASURES`: "instructions" counts the steps under Valgrind instead of timing them.
+    measure: str = "time"
 
     def __post_init__(self) -> None:
         _choice("framework", self.framework, FRAMEWORKS)
         _choice("precision", self.precision, PRECISIONS)
         _choice("device", self.device, DEVICES)
         _choice("data", self.data, DATA_SOURCES)
+        _choice("measure", self.measure, MEASURES)
+        if self.measure == "instructions" and (self.device != "cpu" or self.kvstore or self.loader_workers):
+            raise ScenarioError("measure='instructions' counts one CPU process's steps under Valgrind: use "
+                                "device='cpu', no kvstore and loader_workers=0")
         if self.kvstore is not None:
             _choice("kvstore", self.kvstore, KVSTORES)
         if self.data_format is not None:
@@ -200,7 +209,7 @@ class Scenario:
             return (
                 f"{self.framework}/{self.model} (step {self.step}) {self.precision}{self._compilation_text()} on "
                 f"{self.device}, batch {self.batch_size}, {self.rounds}x{self.steps_per_round} steps after "
-                f"{self.warmup_steps} warm-up"
+                f"{self.warmup_steps} warm-up{self._measure_text()}"
             )
         gpt = self.framework == "torch" and self.model == "gpt" and not self.model_factory
         shape = _gpt_shape(self.model_config) if gpt else f"{self.image_size}px"
@@ -208,8 +217,11 @@ class Scenario:
         return (
             f"{self.framework}/{model} {self.precision}{self._compilation_text()} on {self.device}, "
             f"batch {self.batch_size}, {shape}, {self.rounds}x{self.steps_per_round} steps after "
-            f"{self.warmup_steps} warm-up"
+            f"{self.warmup_steps} warm-up{self._measure_text()}"
         )
+
+    def _measure_text(self) -> str:
+        return ", instructions counted under Valgrind" if self.measure == "instructions" else ""
 
     def _compilation_text(self) -> str:
         if self.compile != "off":

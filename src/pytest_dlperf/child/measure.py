@@ -25,6 +25,7 @@ import sys
 import time
 from typing import Any, Callable, Protocol, Sequence
 
+from pytest_dlperf import instructions
 from pytest_dlperf.protocol import ROUND_PREFIX
 from pytest_dlperf.result import HIGHER, LOWER, Metric, metric_from
 from pytest_dlperf.scenario import Scenario
@@ -180,6 +181,8 @@ def measure(
         warm = loop.losses_to_floats(handles)
         _check_finite(warm, 0, loop)
         losses += warm
+    if scenario.measure == "instructions":
+        return count_instructions(loop, scenario, losses, progress)
 
     round_throughput: list[float] = []
     round_seconds: list[float] = []
@@ -258,6 +261,30 @@ def measure(
         "flops_per_step": flops,
     })
     return metrics, losses, details
+
+
+def count_instructions(loop: TrainingLoop, scenario: Scenario, losses: list[float],
+                       progress: Callable[[str], None] | None = None,
+                       ) -> tuple[dict[str, Metric], list[float], dict[str, Any]]:
+    """The timed rounds counted instead of timed (:mod:`pytest_dlperf.instructions`): each round's
+    instructions over its steps, synchronisation included, the loss conversion and checks outside."""
+    counter = instructions.Counter.from_environment()
+    per_step: list[float] = []
+    for r in range(scenario.rounds):
+        loop.sync()
+        counter.start()
+        handles = [loop.step() for _ in range(scenario.steps_per_round)]
+        loop.sync()
+        per_step.append(counter.stop() / scenario.steps_per_round)
+        values = loop.losses_to_floats(handles)
+        _check_finite(values, len(losses), loop)
+        losses += values
+        if progress is not None:
+            progress(f"round {r + 1}/{scenario.rounds}: {per_step[-1]:,.0f} instructions per step, "
+                     f"loss {values[-1]:.4f}, step {len(losses)}/{scenario.total_steps}")
+    metrics = {instructions.METRIC: metric_from(instructions.METRIC, per_step, instructions.UNIT, LOWER)}
+    return metrics, losses, {"counted_by": "callgrind (Valgrind), one compute thread, PYTHONHASHSEED=0",
+                             "skipped_steps": _optional(loop, "skipped_steps", 0)}
 
 
 #: The count metrics a compiling loop's ``compile_events()`` may report.

@@ -35,6 +35,9 @@ ACCURACY_TOLERANCE = 0.03
 #: Peak memory: it moves about 2% run to run where throughput moves 5%, so it is not held to the
 #: run's tolerance, which is sized for timing drift.
 MEMORY_TOLERANCE = 0.05
+#: Instructions per step: a count that moves a few hundredths of a percent between runs
+#: (docs/instructions.md), so a change of 1% is a change.
+INSTRUCTION_TOLERANCE = 0.005
 #: A gate wider than this (on the log scale: a halving or a doubling) cannot detect a change worth the name.
 CANNOT_DETECT = math.log(2.0)
 
@@ -49,6 +52,8 @@ def floor_for(metric: str, run: float, marker: float | None = None, explicit: fl
         run = ACCURACY_TOLERANCE
     elif metric.startswith("peak_") and metric.endswith("_memory"):
         run = MEMORY_TOLERANCE
+    elif metric == "instructions_per_step":
+        run = INSTRUCTION_TOLERANCE
     floor = explicit if explicit is not None else max(run, marker) if marker is not None else run
     return max(floor, COMPILE_TIME_TOLERANCE) if metric.startswith("compile_time") else floor
 

@@ -31,17 +31,22 @@ EXACT = "exact"
 KIND_OF = {"throughput": "throughput", "speedup": "speedup", "scaling_efficiency": "speedup",
            "peak_host_memory": "memory", "peak_device_memory": "memory",
            "accuracy_top1": "accuracy", "accuracy_top5": "accuracy",
-           "compile_time": "compile_time", "compile_time_total": "compile_time"}
+           "compile_time": "compile_time", "compile_time_total": "compile_time",
+           "instructions_per_step": "instructions"}
 #: The run-to-run spread (log scale) a kind has before anything of it is recorded, per device class:
 #: this project's measurements (docs/verdicts.md, "The noise model's priors"), a little wider.
 PRIORS: dict[str, dict[str, float]] = {
-    "cpu": {"throughput": 0.05, "speedup": 0.05, "memory": 0.02, "accuracy": 0.02, "compile_time": 0.10},
-    "gpu": {"throughput": 0.01, "speedup": 0.01, "memory": 0.005, "accuracy": 0.02, "compile_time": 0.05},
+    "cpu": {"throughput": 0.05, "speedup": 0.05, "memory": 0.02, "accuracy": 0.02, "compile_time": 0.10,
+            "instructions": 0.002},
+    "gpu": {"throughput": 0.01, "speedup": 0.01, "memory": 0.005, "accuracy": 0.02, "compile_time": 0.05,
+            "instructions": 0.002},
 }
 #: How far a whole run's shift of one kind moves between runs before any is recorded (log scale).
 SHIFT_PRIORS: dict[str, dict[str, float]] = {
-    "cpu": {"throughput": 0.06, "speedup": 0.03, "memory": 0.01, "accuracy": 0.01, "compile_time": 0.06},
-    "gpu": {"throughput": 0.02, "speedup": 0.01, "memory": 0.005, "accuracy": 0.01, "compile_time": 0.03},
+    "cpu": {"throughput": 0.06, "speedup": 0.03, "memory": 0.01, "accuracy": 0.01, "compile_time": 0.06,
+            "instructions": 0.002},
+    "gpu": {"throughput": 0.02, "speedup": 0.01, "memory": 0.005, "accuracy": 0.01, "compile_time": 0.03,
+            "instructions": 0.002},
 }
 #: What a stated prior weighs, in degrees of freedom.
 PRIOR_DF = 4.0

@@ -29,7 +29,7 @@ from pytest_dlperf.judging.noise import Spread, own_spread
 #: The figures a test's ``dlperf.check`` judges against the baselines (the others are recorded only).
 CHECKED_METRICS = ("throughput", "peak_host_memory", "peak_device_memory", "accuracy_top1",
                    "accuracy_top5", "scaling_efficiency", "speedup", "compile_time", "compile_time_total",
-                   "graph_breaks", "recompilations")
+                   "graph_breaks", "recompilations", "instructions_per_step")
 #: The unit of event counts, compared exactly.
 COUNT = "count"
 #: The checked metrics that count events: exact, so outside the run's error budget.

@@ -16,7 +16,7 @@ import pytest
 
 from pytest_dlperf.child.environment import gpus
 from pytest_dlperf.processes.paired import DEFAULT_PAIRS, DEFAULT_PROCESSES
-from pytest_dlperf.scenario import PROFILES
+from pytest_dlperf.scenario import MEASURES, PROFILES
 
 #: The floor under every gate (docs/verdicts.md): a GPU's run-to-run noise is small enough for 5%; a
 #: virtual CPU's drifts more, and each figure's measured noise widens its own gate beyond the floor.
@@ -91,6 +91,12 @@ def _profile(text: str) -> str:
     return text
 
 
+def _measure(text: str) -> str:
+    if text not in MEASURES:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a measure; use {' or '.join(MEASURES)}")
+    return text
+
+
 #: option name, dest, ini key, converter, help
 OPTIONS: list[tuple[str, str, str, Callable[[str], Any], str]] = [
     ("--baseline-dir", "dlperf_baseline_dir", "dlperf_baseline_dir", str,
@@ -104,6 +110,9 @@ OPTIONS: list[tuple[str, str, str, Callable[[str], Any], str]] = [
     ("--dlperf-alpha", "dlperf_alpha", "dlperf_alpha", _alpha,
      f"the chance that a run with no change fails anywhere, over every figure it judges (default "
      f"{DEFAULT_ALPHA}); a suite split over several pytest runs gives each its share"),
+    ("--dlperf-measure", "dlperf_measure", "dlperf_measure", _measure,
+     "time (the default) or instructions: count each step's instructions under Valgrind instead of timing it, "
+     "a figure that does not drift (docs/instructions.md); scenarios that cannot be counted skip"),
     ("--dlperf-rounds", "dlperf_rounds", "dlperf_rounds", _positive_int,
      "timed rounds per scenario, after warm-up (default: the profile's)"),
     ("--dlperf-launcher", "dlperf_launcher", "dlperf_launcher", _launcher,
@@ -170,6 +179,7 @@ class Options(NamedTuple):
     ab_threshold: float = DEFAULT_AB_THRESHOLD
     require_baselines: bool = False
     alpha: float = DEFAULT_ALPHA
+    measure: str = "time"
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> "Options":
@@ -232,6 +242,7 @@ class Options(NamedTuple):
             ab_threshold=values["dlperf_ab_threshold"] or DEFAULT_AB_THRESHOLD,
             require_baselines=_require_baselines(config),
             alpha=values["dlperf_alpha"] or DEFAULT_ALPHA,
+            measure=values["dlperf_measure"] or "time",
         )
 
 

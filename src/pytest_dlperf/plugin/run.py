@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 
 import pytest
 
-from pytest_dlperf import figures
+from pytest_dlperf import figures, instructions
 from pytest_dlperf.child.environment import emulated_precisions, hardware_key, isa_level
 from pytest_dlperf.judging.baselines import Baseline, entry_key
 from pytest_dlperf.judging.gates import floor_for
@@ -23,7 +23,7 @@ from pytest_dlperf.plugin.session import DlperfSession
 from pytest_dlperf.processes.devicelock import DeviceLockTimeout, device_lock, visible_gpus
 from pytest_dlperf.processes.paired import DEFAULT_PROCESSES, PairedResult, Variant, pairs_for, run_paired
 from pytest_dlperf.processes.runner import ScenarioFailed, run_loader_only, run_scenario
-from pytest_dlperf.profiles import EMULATED_SHAPE, scenario_for
+from pytest_dlperf.profiles import COUNTED_ROUNDS, EMULATED_SHAPE, scenario_for
 from pytest_dlperf.result import HIGHER, Metric, TrainingResult, metric_from, paired_metric
 from pytest_dlperf.scenario import Scenario, ScenarioError
 
@@ -67,6 +67,12 @@ class DlperfRun:
             self._session.console.for_scenario(overrides.get("label") or overrides["precision"])(
                 f"{overrides['precision']} is emulated on this CPU (ISA level {isa_level()}: no AVX512_BF16 or "
                 f"AMX), so it runs at the emulated size ({', '.join(f'{k} {v}' for k, v in EMULATED_SHAPE.items())})")
+        if options.measure == "instructions" and "measure" not in overrides:
+            # the test sized its rounds for timing; counted steps repeat exactly, so fewer serve
+            overrides.update(measure="instructions", **COUNTED_ROUNDS)
+            if overrides["device"] != "cpu" or overrides.get("kvstore") or overrides.get("loader_workers"):
+                pytest.skip("--dlperf-measure=instructions counts one CPU process's steps: this scenario runs on "
+                            f"{overrides['device']}, with a kvstore or loader workers; run it without the option")
         try:
             return scenario_for(self.profile, framework, model, **overrides)
         except ScenarioError as exc:
@@ -86,7 +92,11 @@ class DlperfRun:
         interpreter, interleaved with this one (:meth:`run_paired`), and the test fails
         when this environment is slower than the A/B threshold.
         """
-        if self._session.options.reference:
+        if scenario.measure == "instructions":
+            reason = instructions.unavailable()
+            if reason:
+                pytest.skip(reason)
+        elif self._session.options.reference:
             return self._run_ab(scenario)
         return self.record(self._measured(scenario, f"training {scenario.describe()}",
                                           lambda progress: run_scenario(scenario, self._workdir, progress)))
@@ -115,6 +125,8 @@ class DlperfRun:
             problem = exc.report()
         except DeviceLockTimeout as exc:
             problem = f"scenario {scenario.label!r} not run: {exc}"
+        except instructions.InstructionsUnavailable as exc:
+            pytest.skip(str(exc))
         if problem:  # failed outside the handler, so pytest shows the report alone, not a chain
             say(f"failed: {problem.splitlines()[0]}")
             pytest.fail(problem, pytrace=False)
@@ -144,6 +156,9 @@ class DlperfRun:
             pytest.fail(f"{self._item.nodeid}: dlperf.run_paired() needs at least 2 scenarios, got {len(variants)}",
                         pytrace=False)
         first = variants[0].scenario if isinstance(variants[0], Variant) else variants[0]
+        if first.measure == "instructions" or options.measure == "instructions":
+            pytest.skip("a paired comparison times its variants' rounds against each other; instructions are "
+                        "counted by dlperf.run, one scenario at a time")
         if processes is None:
             processes = options.processes or (1 if first.device == "cuda" else DEFAULT_PROCESSES)
         generations = generations or options.generations
@@ -309,6 +324,9 @@ class DlperfRun:
 
 def _headline(result: TrainingResult) -> str:
     """The figure a person watching wants first: throughput, median of the rounds."""
+    if instructions.METRIC in result.metrics:
+        m = result.metrics[instructions.METRIC]
+        return f"{m.value:,.0f} instructions per step (median of {m.stats.n} rounds)"
     if "throughput" not in result.metrics:
         return "no throughput measured"
     m = result.metrics["throughput"]

@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from pytest_dlperf import instructions
 from pytest_dlperf.lifeline import parent_environment
 from pytest_dlperf.processes.groups import kill_groups
 from pytest_dlperf.protocol import ERROR, PROGRESS_PREFIX, RESULT, read_result
@@ -153,7 +154,15 @@ def run_scenario(
     scenario_path.write_text(scenario.to_json(), encoding="utf-8")
     result_path.unlink(missing_ok=True)
     command = [*scenario.launch_prefix, python or sys.executable, "-m", module, str(scenario_path), str(result_path)]
-    code = run_child(command, child_environment(scenario), log_path, scenario.timeout, scenario.label, on_progress)
+    extra: dict[str, str] = {}
+    if scenario.measure == "instructions":
+        out_dir = workdir / f"{scenario.label}.callgrind"
+        out_dir.mkdir(exist_ok=True)
+        own = command[len(scenario.launch_prefix):]
+        command = [*scenario.launch_prefix, *instructions.command_prefix(out_dir), *own]
+        extra = instructions.child_environment(instructions.build_shim(), out_dir)
+    code = run_child(command, child_environment(scenario, extra), log_path, scenario.timeout, scenario.label,
+                     on_progress)
     payload = read_result(result_path)
     if RESULT in payload and code == 0:
         return TrainingResult.from_dict(payload[RESULT])

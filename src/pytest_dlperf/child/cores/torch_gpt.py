@@ -179,7 +179,8 @@ def train(scenario: Scenario, progress: Any = None) -> tuple[Any, list[float], d
     prepare(scenario)
     loop = GptTrainingLoop(scenario)
     metrics, losses, details = measure(loop, scenario, progress)
-    metrics["throughput"] = dataclasses.replace(metrics["throughput"], unit="tokens/s")
+    if "throughput" in metrics:  # counted instead of timed (measure="instructions"): no throughput
+        metrics["throughput"] = dataclasses.replace(metrics["throughput"], unit="tokens/s")
     peak = peak_tflops(scenario)
     if peak and "achieved_tflops" in metrics:
         metrics["mfu"] = metric_from("mfu", [t / peak for t in metrics["achieved_tflops"].samples], "fraction", HIGHER)

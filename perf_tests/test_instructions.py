@@ -1,0 +1,37 @@
+"""Instructions per training step, counted under Valgrind: the lane a shared CI VM cannot blur.
+
+Timed figures on a 2-core VM can at best see a change of 15-20% (docs/verdicts.md); a pull request
+that adds a copy, a stray ``.item()`` or a slower dispatch path costs a few percent. Counting the
+instructions of a step instead of timing it repeats to a few thousandths of a percent, so each figure
+here is held to 0.5% (docs/instructions.md). One scenario per framework core and the GPT model, each
+at a size whose counted steps take about a minute under callgrind; the training runs uninstrumented
+until the counted rounds. Without Valgrind or a C compiler the tests skip with the install hint.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+#: Steps of about 100 million instructions: each counted step takes tens of seconds under callgrind.
+COUNTED = dict(measure="instructions", warmup_steps=2, rounds=3, steps_per_round=1)
+IMAGES = dict(image_size=32, batch_size=2, num_classes=10)
+CORES = [
+    pytest.param("torch", "resnet18", IMAGES, marks=pytest.mark.framework("torch"), id="torch-resnet18"),
+    pytest.param("torch", "gpt", dict(batch_size=1, model_config=dict(context=64)),
+                 marks=pytest.mark.framework("torch"), id="torch-gpt"),
+    pytest.param("tensorflow", "resnet18", IMAGES, marks=pytest.mark.framework("tensorflow"), id="tf-resnet18"),
+    pytest.param("mxnet", "resnet18", IMAGES, marks=pytest.mark.framework("mxnet"), id="mxnet-resnet18"),
+]
+
+
+@pytest.mark.parametrize(("framework", "model", "shape"), CORES)
+def test_instructions_per_step(dlperf, framework, model, shape):
+    """Each counted round's instructions per step; the median of the rounds is held to this machine's
+    recorded runs, and the training it counted stays finite."""
+    run = dlperf.run(dlperf.scenario(framework, model, **shape, **COUNTED))
+    figure = run.metrics["instructions_per_step"]
+    assert figure.unit == "instructions" and figure.stats.n == COUNTED["rounds"]
+    assert all(math.isfinite(loss) for loss in run.losses), run.losses
+    dlperf.check(run)

@@ -1,0 +1,141 @@
+"""Counting instructions under Valgrind: the dump reader, the counted rounds, the shim, and what a
+machine without Valgrind or a scenario that cannot be counted tells the user."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_dlperf import instructions
+from pytest_dlperf.child import measure as measure_module
+from pytest_dlperf.judging.gates import INSTRUCTION_TOLERANCE, floor_for
+from pytest_dlperf.judging.noise import kind_of
+from pytest_dlperf.scenario import Scenario, ScenarioError
+
+DUMP = """\
+version: 1
+creator: callgrind-3.19.0
+cmd:  python -m pytest_dlperf.child.train
+desc: Trigger: Client Request: dlperf-abc
+events: Ir
+fn=(1) main
+5 1000
+summary: 84874392
+totals: 84874392
+"""
+
+
+def test_a_dump_is_read_by_its_totals_line() -> None:
+    assert instructions.read_total(DUMP) == 84874392
+    assert instructions.read_total("events: Ir\nsummary: 12\n") == 12
+    with pytest.raises(ValueError, match="no totals"):
+        instructions.read_total("events: Ir\n")
+
+
+class Loop:
+    samples_per_step = 2
+
+    def __init__(self) -> None:
+        self.steps = 0
+
+    def step(self) -> float:
+        self.steps += 1
+        return 1.0 / self.steps
+
+    def sync(self) -> None:
+        pass
+
+    def losses_to_floats(self, handles: list[float]) -> list[float]:
+        return list(handles)
+
+
+class FakeCounter:
+    """What callgrind would count: 1000 instructions per step taken since start()."""
+
+    def __init__(self, loop: Loop) -> None:
+        self.loop, self.calls = loop, []
+
+    def start(self) -> None:
+        self.calls.append("start")
+        self.at = self.loop.steps
+
+    def stop(self) -> int:
+        self.calls.append("stop")
+        return 1000 * (self.loop.steps - self.at)
+
+
+def test_counted_rounds_give_instructions_per_step_and_no_timing(monkeypatch: pytest.MonkeyPatch) -> None:
+    loop = Loop()
+    counter = FakeCounter(loop)
+    monkeypatch.setattr(instructions.Counter, "from_environment", classmethod(lambda cls: counter))
+    scenario = Scenario(framework="torch", model="resnet18", warmup_steps=2, rounds=3, steps_per_round=4,
+                        measure="instructions")
+    metrics, losses, details = measure_module.measure(loop, scenario)
+    assert set(metrics) == {"instructions_per_step"}  # a time under Valgrind is no figure
+    figure = metrics["instructions_per_step"]
+    assert list(figure.samples) == [1000.0, 1000.0, 1000.0] and figure.unit == "instructions"
+    assert counter.calls == ["start", "stop"] * 3  # the warm-up is not counted
+    assert len(losses) == 2 + 3 * 4 and "callgrind" in details["counted_by"]
+
+
+def test_the_count_is_its_own_kind_held_to_half_a_percent_whatever_the_runs_tolerance() -> None:
+    assert kind_of("instructions_per_step", "instructions") == "instructions"
+    assert floor_for("instructions_per_step", 0.25) == INSTRUCTION_TOLERANCE == 0.005
+    assert floor_for("instructions_per_step", 0.25, explicit=0.02) == 0.02
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(measure="cycles"), "measure='cycles' is not supported; use one of: time, instructions"),
+    (dict(measure="instructions", device="cuda"), "counts one CPU process's steps"),
+    (dict(measure="instructions", kvstore="dist_sync"), "no kvstore"),
+])
+def test_a_scenario_that_cannot_be_counted_is_refused(changes: dict, message: str) -> None:
+    with pytest.raises(ScenarioError, match=message):
+        Scenario(framework="mxnet", model="resnet18", **changes)
+
+
+def test_without_valgrind_the_reason_names_the_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    reason = instructions.unavailable()
+    assert reason and "valgrind" in reason and "apt-get install valgrind" in reason
+    with pytest.raises(instructions.InstructionsUnavailable, match="valgrind"):
+        instructions.build_shim()
+
+
+@pytest.mark.skipif(instructions.unavailable() is not None, reason=str(instructions.unavailable()))
+def test_the_shim_is_built_once_and_reused(tmp_path) -> None:
+    first = instructions.build_shim(tmp_path)
+    assert first.exists() and first.parent == tmp_path
+    assert instructions.build_shim(tmp_path) == first
+    assert [p.name for p in tmp_path.iterdir()] == [first.name]  # no scratch left behind
+
+
+def test_outside_valgrind_the_counter_says_where_counting_happens(tmp_path) -> None:
+    if instructions.unavailable():
+        pytest.skip(str(instructions.unavailable()))
+    shim = instructions.build_shim(tmp_path)
+    with pytest.raises(instructions.InstructionsUnavailable, match="not running under Valgrind"):
+        instructions.Counter(str(shim), str(tmp_path))
+
+
+TEST_FILE = """
+import pytest
+
+def test_counted(dlperf):
+    dlperf.run(dlperf.scenario("torch", "resnet18", measure="instructions"))
+
+def test_timed_under_the_option(dlperf):
+    dlperf.run(dlperf.scenario("mxnet", "resnet18", kvstore="dist_sync"))
+"""
+
+
+def test_without_valgrind_counted_tests_skip_with_the_install_hint(pytester: pytest.Pytester,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(TEST_FILE)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    result = pytester.runpytest("-p", "no:cacheprovider", "-rs", "--dlperf-measure=instructions")
+    result.assert_outcomes(skipped=2)
+    result.stdout.fnmatch_lines([
+        "*counting instructions needs valgrind and cc on PATH: install Valgrind*apt-get install valgrind*",
+        "*--dlperf-measure=instructions counts one CPU process's steps*run it without the option*",
+    ])
+
