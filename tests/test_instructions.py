@@ -139,3 +139,13 @@ def test_without_valgrind_counted_tests_skip_with_the_install_hint(pytester: pyt
         "*--dlperf-measure=instructions counts one CPU process's steps*run it without the option*",
     ])
 
+
+
+def test_a_counted_result_asked_for_its_throughput_says_why_it_has_none() -> None:
+    from pytest_dlperf.result import LOWER, TrainingResult, metric_from
+
+    scenario = Scenario(framework="torch", model="resnet18", measure="instructions")
+    counted = TrainingResult(scenario, {"instructions_per_step": metric_from("instructions_per_step", [1.0, 1.0],
+                                                                            "instructions", LOWER)}, [], {})
+    with pytest.raises(KeyError, match="counted under Valgrind.*without --dlperf-measure=instructions"):
+        _ = counted.throughput

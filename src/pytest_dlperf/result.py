@@ -80,13 +80,16 @@ class TrainingResult:
 
     @property
     def throughput(self) -> Metric:
-        return self.metrics["throughput"]
+        return self.metric("throughput")
 
     def metric(self, name: str) -> Metric:
         try:
             return self.metrics[name]
         except KeyError:
-            raise KeyError(f"{self.label}: no metric {name!r}; measured: {sorted(self.metrics)}") from None
+            counted = (" (its steps were counted under Valgrind, measure='instructions': a count has no timing "
+                       "figures; run this test without --dlperf-measure=instructions)"
+                       if self.scenario.measure == "instructions" else "")
+            raise KeyError(f"{self.label}: no metric {name!r}; measured: {sorted(self.metrics)}{counted}") from None
 
     def loss_fell(self, window: int = 5) -> bool:
         """The model trained: the median loss of the last ``window`` steps is below both the mean

@@ -45,9 +45,10 @@ CANNOT_DETECT = math.log(2.0)
 def floor_for(metric: str, run: float, marker: float | None = None, explicit: float | None = None) -> float:
     """The tolerance a figure is held to at least: ``dlperf.check(tolerance=)`` wins; a ``tolerance``
     marker widens the run's tolerance (``--dlperf-tolerance``) and never narrows it; compile times
-    are held no tighter than :data:`COMPILE_TIME_TOLERANCE`. Accuracies and peak memory start from
-    :data:`ACCURACY_TOLERANCE` and :data:`MEMORY_TOLERANCE` instead of the run's: the run's tolerance
-    is sized for timing drift, which does not move an accuracy and moves memory less."""
+    are held no tighter than :data:`COMPILE_TIME_TOLERANCE`. Accuracies, peak memory and instruction
+    counts start from :data:`ACCURACY_TOLERANCE`, :data:`MEMORY_TOLERANCE` and
+    :data:`INSTRUCTION_TOLERANCE` instead of the run's: the run's tolerance is sized for timing drift,
+    which does not move an accuracy or a count and moves memory less."""
     if metric.startswith("accuracy"):
         run = ACCURACY_TOLERANCE
     elif metric.startswith("peak_") and metric.endswith("_memory"):
