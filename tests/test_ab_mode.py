@@ -50,12 +50,13 @@ def test_same_environment_as_reference_passes_and_reports_the_ratio(pytester: py
                  "--junitxml=report.xml")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([
-        "dlperf A/B mode: every scenario also runs under *, interleaved (8 pairs)*",
+        "dlperf A/B mode: every scenario also runs on the reference (reference interpreter *), interleaved "
+        "(8 pairs)*",
         "*dlperf A/B*",
-        "reference interpreter: *",
+        "1 scenario compared with the reference (threshold 50%): 0 slower (regression). *",
+        "reference interpreter *",
         "scenario*candidate/reference*95% interval*pairs*verdict*",
         "test_train.py::test_train::fp32*x*[[]*]*[0-9]*",
-        "1 scenario compared with the reference (threshold 50%): 0 slower (regression). *",
     ])
     (test,) = read_reports([pytester.path / "report.xml"])
     ab = test.ab["fp32"]

@@ -74,6 +74,10 @@ def uses(workflow: dict[str, Any], action: str) -> list[dict[str, Any]]:
     return [step for step in steps(workflow) if step.get("uses", "").split("@")[0] == action]
 
 
+#: The condition that keeps a pull request from a fork off a self-hosted runner.
+FORK_GUARD = "github.event.pull_request.head.repo.full_name == github.repository"
+
+
 def test_the_three_workflows_exist():
     assert {p.name for p in FILES} >= {"cpu.yml", "gpu.yml", "update-baselines.yml"}
 
@@ -161,11 +165,12 @@ def test_update_baselines_is_manual_and_opens_a_pull_request_with_least_privileg
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
-def test_no_pull_request_trigger_reaches_a_self_hosted_runner(path):
+def test_no_forks_pull_request_reaches_a_self_hosted_runner(path):
+    """A self-hosted job a pull request starts runs only for branches of this repository (ab.yml)."""
     wf = load(path.name)
-    self_hosted = any("self-hosted" in str(job.get("runs-on", "")) for job in wf["jobs"].values())
-    if self_hosted:
-        assert not set(triggers(wf)) & PR_EVENTS, f"{path.name} runs on self-hosted runners for {sorted(triggers(wf))}"
+    for name, job in wf["jobs"].items():
+        if "self-hosted" in str(job.get("runs-on", "")) and set(triggers(wf)) & PR_EVENTS:
+            assert job.get("if") == FORK_GUARD, f"{path.name}: self-hosted job {name} runs for forks' pull requests"
     assert "pull_request_target" not in triggers(wf)
 
 
@@ -185,3 +190,15 @@ def test_results_are_published_from_the_junit_files(name):
     assert all(u.get("if") for u in uploads), "upload even when the tests failed"
     assert "dlperf summary" in run_text(wf)
     assert "GITHUB_STEP_SUMMARY" in run_text(wf)
+
+
+def test_ab_runs_pull_requests_of_this_repository_only_against_their_base():
+    """A self-hosted runner runs no fork's code; the base branch is fetched and named as the reference revision."""
+    wf = load("ab.yml")
+    assert set(triggers(wf)) == {"pull_request"}
+    (job,) = wf["jobs"].values()
+    assert job["if"] == FORK_GUARD
+    assert "self-hosted" in runs_on(job)
+    assert uses(wf, "actions/checkout")[0]["with"]["fetch-depth"] == 0
+    text = run_text(wf)
+    assert '--dlperf-reference-rev="origin/$BASE"' in text and "GITHUB_STEP_SUMMARY" in text

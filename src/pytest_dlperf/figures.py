@@ -162,9 +162,14 @@ def of_paired(key: str, ratio: Any, reference: str) -> list[Property]:
             (name(key, "pairs"), str(ratio.n))]
 
 
-def of_ab(label: str, ratio: Any, outcome: str, reference_software: Mapping[str, Any]) -> list[Property]:
-    """A/B mode: this environment over the reference's, the outcome, and the reference's software."""
+def of_ab(label: str, ratio: Any, outcome: str, reference_software: Mapping[str, Any],
+          commits: Mapping[str, str] | None = None) -> list[Property]:
+    """A/B mode: the candidate over the reference, the outcome, the reference's software, the process pairs
+    the interval rests on and, against a revision, both sides' commits (``reference_commit``,
+    ``candidate_commit``: id, subject, and whether the working tree had uncommitted changes)."""
     return [(name(label, "ab_ratio"), number(ratio.estimate)),
             (name(label, "ab_interval"), interval(ratio.low, ratio.high)),
             (name(label, "ab_verdict"), outcome),
-            (name(label, "reference_software"), words(reference_software))]
+            (name(label, "ab_process_pairs"), str(ratio.units)),
+            (name(label, "reference_software"), words(reference_software)),
+            *((name(label, f"{side}_commit"), text) for side, text in (commits or {}).items())]

@@ -86,9 +86,10 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     lines = [f"dlperf: profile {s.profile}, baselines {s.baseline_dir}, {mode}, scenario timeout {s.timeout:g} s"
              + (", missing baselines fail" if s.require_baselines else "")]
     lines += report.header_lines(state.store, state.hardware_keys(), s.profile)
-    if s.reference:
-        lines.append(f"dlperf A/B mode: every scenario also runs under {s.reference}, interleaved "
-                     f"({s.pairs} pairs); a test fails when this environment is more than {s.ab_threshold:.0%} slower")
+    if s.ab_mode:
+        lines.append(f"dlperf A/B mode: every scenario also runs on the reference ({state.reference_description()}), "
+                     f"interleaved ({s.pairs} pairs); a test fails when the candidate is more than "
+                     f"{s.ab_threshold:.0%} slower")
     return lines
 
 
@@ -124,7 +125,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def pytest_runtestloop(session: pytest.Session) -> object:
     result = yield
     state = session.config.stash[SESSION_KEY]
-    measuring = not (state.options.update or state.options.reference)
+    measuring = not (state.options.update or state.options.ab_mode)
     if measuring and getattr(session.config, "workerinput", None) is None:  # one process sees the whole run
         run_verdict.judge(session, state, _junit_writer(session.config))
     return result
@@ -157,7 +158,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     tr = terminalreporter
     if state.ab_outcomes:
         tr.section("dlperf A/B")
-        for line in report.ab_lines(state.ab_outcomes, state.options.reference or "", state.options.ab_threshold):
+        for line in report.ab_lines(state.ab_outcomes, state.reference_description(), state.options.ab_threshold):
             tr.write_line(line)
     if not state.verdicts:
         return

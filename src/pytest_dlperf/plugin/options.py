@@ -137,6 +137,11 @@ OPTIONS: list[tuple[str, str, str, Callable[[str], Any], str]] = [
     ("--dlperf-reference", "dlperf_reference", "dlperf_reference", _interpreter,
      "A/B mode: the python of a reference environment (e.g. a venv with the previous framework release); "
      "every scenario also runs there, interleaved, and the test fails when this environment is slower"),
+    ("--dlperf-reference-rev", "dlperf_reference_rev", "dlperf_reference_rev", str,
+     "A/B mode: a revision (commit, branch, tag) of the git repository holding the rootdir; every scenario "
+     "also runs on your code as it is there, in a worktree the plugin adds and removes, interleaved with the "
+     "working tree's, and the test fails when the working tree is slower (with --dlperf-reference: that "
+     "interpreter runs the revision)"),
     ("--dlperf-ab-threshold", "dlperf_ab_threshold", "dlperf_ab_threshold", _tolerance,
      f"A/B mode: slowdown of candidate vs reference throughput that fails a test (default {DEFAULT_AB_THRESHOLD})"),
     ("--dlperf-timeout", "dlperf_timeout", "dlperf_timeout", _positive_float,
@@ -180,6 +185,13 @@ class Options(NamedTuple):
     require_baselines: bool = False
     alpha: float = DEFAULT_ALPHA
     measure: str = "time"
+    #: A/B mode against a revision: the revision as given, resolved when the run starts.
+    reference_rev: str | None = None
+
+    @property
+    def ab_mode(self) -> bool:
+        """Whether every scenario also runs on a reference (another interpreter, another revision, or both)."""
+        return bool(self.reference or self.reference_rev)
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> "Options":
@@ -243,6 +255,7 @@ class Options(NamedTuple):
             require_baselines=_require_baselines(config),
             alpha=values["dlperf_alpha"] or DEFAULT_ALPHA,
             measure=values["dlperf_measure"] or "time",
+            reference_rev=values["dlperf_reference_rev"] or None,
         )
 
 

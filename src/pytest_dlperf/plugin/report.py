@@ -157,15 +157,15 @@ def pruned_lines(pruned: Sequence[tuple[str, str, str]], limit: int = 5) -> list
 
 
 def ab_lines(outcomes: Sequence[tuple[str, str, PairedRatio, str]], reference: str, threshold: float) -> list[str]:
-    """A/B mode: one row per scenario, candidate/reference throughput with its interval, and the counts."""
+    """A/B mode: the counts first, what the reference is, then one row per scenario: candidate/reference
+    throughput with its interval and the process pairs it rests on."""
     if not outcomes:
         return []
     body = [(_short(test, label), f"{r.estimate:.3f}x", f"[{r.low:.3f}, {r.high:.3f}]", str(r.n), decision)
             for test, label, r, decision in outcomes]
     header = ("scenario", "candidate/reference", "95% interval", "pairs", "verdict")
     c = Counter(decision for *_, decision in outcomes)
-    return ([f"reference interpreter: {reference}", *text.table(header, body)]
-            + ["", f"{count(len(outcomes), 'scenario')} compared with the reference "
-                   f"(threshold {threshold:.0%}): "
-                   f"{c[REGRESSION]} slower (regression). {c[IMPROVEMENT]} faster (improvement). "
-                   f"{c[OK]} no change. {c[INCONCLUSIVE]} inconclusive."])
+    return [f"{count(len(outcomes), 'scenario')} compared with the reference (threshold {threshold:.0%}): "
+            f"{c[REGRESSION]} slower (regression). {c[IMPROVEMENT]} faster (improvement). "
+            f"{c[OK]} no change. {c[INCONCLUSIVE]} inconclusive.",
+            reference, "", *text.table(header, body)]

@@ -17,6 +17,7 @@ from pytest_dlperf.judging.verdict import CHECKED_METRICS, EVENT_COUNTS, Verdict
 from pytest_dlperf.plugin.console import Console
 from pytest_dlperf.plugin.options import Options
 from pytest_dlperf.processes.devicelock import announce_waits_with
+from pytest_dlperf.processes.revision import ReferenceRevision, RevisionError
 
 
 class DlperfSession:
@@ -41,6 +42,13 @@ class DlperfSession:
         self.benchmarks: Any = None
         #: How many figures of the selected tests have baselines: the family the suite-wide error control covers.
         self.family = 0
+        #: A/B mode against a revision (``--dlperf-reference-rev``): resolved now, checked out on first use.
+        self.revision: ReferenceRevision | None = None
+        if options.reference_rev:
+            try:
+                self.revision = ReferenceRevision.of(Path(config.rootpath), options.reference_rev)
+            except RevisionError as exc:
+                raise pytest.UsageError(str(exc)) from None
 
     def count_family(self) -> int:
         """The judged figures the selected tests have baselines for, on this host's machines and profile
@@ -78,8 +86,17 @@ class DlperfSession:
         except BaselineFileError as exc:
             raise pytest.UsageError(str(exc)) from None
 
+    def reference_description(self) -> str:
+        """What the A/B mode's reference is: another revision, another interpreter, or both."""
+        parts = [self.revision.describe()] if self.revision else []
+        if self.options.reference:
+            parts.append(f"reference interpreter {self.options.reference}")
+        return "; ".join(parts)
+
     def finish(self) -> None:
         announce_waits_with(None)
+        if self.revision is not None:
+            self.revision.close()
         if self.options.update and self.store.staged_count:
             self.written = self.store.flush()
 

@@ -62,7 +62,10 @@ def _signal_reason(returncode: int) -> str:
     return f"killed by {name}"
 
 
-def child_environment(scenario: Scenario, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+def child_environment(scenario: Scenario, extra: Mapping[str, str] | None = None,
+                      package: Path | None = None) -> dict[str, str]:
+    """The child's environment: this one, the scenario's variables, ``extra``, and ``package`` (this package's
+    folder by default; another revision's copy in A/B mode) as the one importable ``pytest_dlperf``."""
     env = dict(os.environ)
     env.update(scenario.env)
     env.update(extra or {})
@@ -71,13 +74,17 @@ def child_environment(scenario: Scenario, extra: Mapping[str, str] | None = None
     # The child must import this very package, even from an uninstalled checkout, and nothing else of
     # this environment: under another interpreter (A/B mode) the folder holding the package may be
     # this environment's site-packages, whose torch would shadow the reference's own.
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_import_root(), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_import_root(package), env.get("PYTHONPATH", "")) if p)
     return env
 
 
-def package_import_root() -> str:
-    """A folder whose only entry is this package (a link to it): put on a child's PYTHONPATH."""
-    package = Path(__file__).resolve().parents[1]  # src/pytest_dlperf, not processes/
+#: This package's folder (src/pytest_dlperf, not processes/).
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+
+
+def package_import_root(package: Path | None = None) -> str:
+    """A folder whose only entry is ``package`` (a link to it; default: this package): put on a child's PYTHONPATH."""
+    package = package or PACKAGE_DIR
     digest = hashlib.sha1(str(package).encode()).hexdigest()[:12]
     root = Path(tempfile.gettempdir()) / f"dlperf-import-{digest}"
     link = root / package.name

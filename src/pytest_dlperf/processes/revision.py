@@ -1,0 +1,134 @@
+"""Another revision of the user's repository, checked out beside the working tree for A/B mode.
+
+``--dlperf-reference-rev REV`` runs the reference side of every A/B comparison on the code as it is
+at ``REV``: the plugin adds a detached ``git worktree`` of that commit for the run and removes it at
+the end. What the child imports from the project (the test's folder, the rootdir, pytest's
+``pythonpath`` folders and, when the plugin itself lives in the repository, this package) is taken
+from the worktree instead of the working tree (:func:`remap`); the candidate is the working tree as
+it is, uncommitted changes included.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class RevisionError(ValueError):
+    """The revision cannot be checked out; the message names the problem and the fix."""
+
+
+@dataclass(frozen=True)
+class Commit:
+    sha: str
+    subject: str
+    #: "with uncommitted changes" when it describes a working tree that differs from its commit.
+    note: str = ""
+
+    @property
+    def short(self) -> str:
+        return self.sha[:10]
+
+    def describe(self) -> str:
+        return f"{self.short} {self.subject!r}" + (f" {self.note}" if self.note else "")
+
+
+def _git(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    if shutil.which("git") is None:
+        raise RevisionError("--dlperf-reference-rev needs git on PATH")
+    return subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True, check=False)
+
+
+def toplevel(folder: Path) -> Path:
+    """The root of the git repository holding ``folder``."""
+    done = _git(folder, "rev-parse", "--show-toplevel")
+    if done.returncode != 0:
+        raise RevisionError(f"--dlperf-reference-rev compares revisions of the git repository holding the rootdir, "
+                            f"and {folder} is not in one: run pytest inside your repository's checkout")
+    return Path(done.stdout.strip()).resolve()
+
+
+def resolve(top: Path, rev: str) -> Commit:
+    """The commit ``rev`` names in the repository at ``top``."""
+    done = _git(top, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    if done.returncode != 0 or not done.stdout.strip():
+        raise RevisionError(f"--dlperf-reference-rev {rev!r}: no such commit in {top}; give a commit, branch or tag "
+                            "(git log --oneline; in a shallow CI clone fetch the base first, e.g. "
+                            "git fetch --depth=1 origin main)")
+    sha = done.stdout.strip()
+    return Commit(sha, _git(top, "log", "-1", "--format=%s", sha).stdout.strip())
+
+
+def working_tree(top: Path) -> Commit:
+    """The working tree as the candidate: its HEAD, and whether tracked files differ from it."""
+    head = resolve(top, "HEAD")
+    dirty = _git(top, "status", "--porcelain", "--untracked-files=no").stdout.strip()
+    return Commit(head.sha, head.subject, "with uncommitted changes" if dirty else "")
+
+
+class Worktree:
+    """A detached worktree of ``commit``, added on entry and removed (with git's record of it) on exit."""
+
+    def __init__(self, top: Path, commit: Commit, parent: Path | None = None):
+        self.top, self.commit = top, commit
+        self.path = Path(tempfile.mkdtemp(prefix=f"dlperf-rev-{commit.short}-", dir=parent)) / "tree"
+
+    def __enter__(self) -> "Worktree":
+        done = _git(self.top, "worktree", "add", "--detach", "--quiet", str(self.path), self.commit.sha)
+        if done.returncode != 0:
+            raise RevisionError(f"could not check out {self.commit.describe()} beside {self.top}: "
+                                f"{done.stderr.strip()}")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+    def remove(self) -> None:
+        if self.path.exists():
+            _git(self.top, "worktree", "remove", "--force", str(self.path))
+        shutil.rmtree(self.path.parent, ignore_errors=True)
+        _git(self.top, "worktree", "prune")
+
+    def remap(self, path: str) -> str:
+        """``path`` in this worktree when it lies in the repository, else unchanged."""
+        try:
+            relative = Path(path).resolve().relative_to(self.top)
+        except ValueError:
+            return path
+        return str(self.path / relative)
+
+    def package(self, package_dir: Path) -> Path | None:
+        """This revision's copy of a package folder that lives in the repository (None: it lives outside)."""
+        mapped = Path(self.remap(str(package_dir)))
+        if mapped == package_dir:
+            return None
+        return mapped if mapped.is_dir() else None
+
+
+class ReferenceRevision:
+    """The run's reference revision: resolved when the run starts, checked out on first use, removed at the end."""
+
+    def __init__(self, top: Path, commit: Commit, candidate: Commit):
+        self.top, self.commit, self.candidate = top, commit, candidate
+        self._tree: Worktree | None = None
+
+    @classmethod
+    def of(cls, folder: Path, rev: str) -> "ReferenceRevision":
+        top = toplevel(folder)
+        return cls(top, resolve(top, rev), working_tree(top))
+
+    def tree(self) -> Worktree:
+        if self._tree is None:
+            self._tree = Worktree(self.top, self.commit).__enter__()
+        return self._tree
+
+    def close(self) -> None:
+        if self._tree is not None:
+            self._tree.remove()
+            self._tree = None
+
+    def describe(self) -> str:
+        return f"reference {self.commit.describe()}, candidate the working tree at {self.candidate.describe()}"
