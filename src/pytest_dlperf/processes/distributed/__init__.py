@@ -12,8 +12,8 @@ Parent side (the pytest process):
 * :mod:`.launchers` (local, ssh, mpirun, srun, netns argv), :mod:`.netns` (network-namespace
   hosts), :mod:`.engines` (sshd, Open MPI, Slurm on those hosts), :mod:`.networks` (the
   ``loopback``/``netns``/``netns_limited`` networks a test runs on).
-* :mod:`.paced_job` (a 1- and a 2-worker job taking timed rounds in turn), :mod:`.scaling` (the
-  scaling claims), :mod:`.results` (a job as a TrainingResult, parameter dumps compared).
+* :mod:`.paced_job` (a 1- and a 2-worker job taking timed rounds in turn), :mod:`.scaling` (weak-scaling
+  efficiency), :mod:`.results` (a job as a TrainingResult, parameter dumps compared).
 
 Rank side (the training processes): :mod:`pytest_dlperf.child.rank` (config, launch index,
 heartbeats, result, data, pacer) and :mod:`pytest_dlperf.protocol` (what both sides agree on).
