@@ -47,7 +47,7 @@ from pytest_dlperf.scenario import Scenario, ScenarioError
 from pytest_dlperf.judging.stats import PairedRatio, paired_ratio
 
 DEFAULT_PROCESSES = 2
-#: Pairs when the caller gives none: the measurement behind this design used 20 (ratio 0.99-1.04 A/A).
+#: Pairs when the caller gives none: as many as the verdict-power trials used (docs/evidence.md, "Verdict power").
 DEFAULT_PAIRS = 20
 
 
@@ -444,8 +444,8 @@ def run_paired(
     ``build_one_at_a_time`` starts each child only when the previous one is built and warmed
     up, so what a child measures while warming up (a compile time) is not shared with the others;
     False starts them all at once. None (the default): :func:`build_width`: on the CPU, where children
-    warming up at once oversubscribe the cores (each runs its own OpenMP pool; 8 ResNet-18 children on
-    2 cores took 82 s built at once, 38 s one at a time), one at a time, or two for TensorFlow,
+    warming up at once oversubscribe the cores (each runs its own OpenMP pool; docs/evidence.md has the
+    timings), one at a time, or two for TensorFlow,
     whose build is single-threaded; at once on GPUs.
     ``generations``: the pairs are split into this many consecutive parts, each taken by fresh
     processes (the previous ones finished first), so ``processes x generations`` processes per

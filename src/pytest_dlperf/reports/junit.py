@@ -90,12 +90,6 @@ class MetricRecord:
         return (self.value - self.baseline) / abs(self.baseline)
 
     @property
-    def rel_iqr(self) -> float | None:
-        if self.iqr is None or self.value == 0:
-            return None
-        return self.iqr / abs(self.value)
-
-    @property
     def key(self) -> tuple[str, str, str]:
         return (self.test, self.label, self.metric)
 

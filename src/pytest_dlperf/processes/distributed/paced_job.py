@@ -1,7 +1,7 @@
 """Distributed jobs as paired variants: a 1-worker and a 2-worker job take timed rounds in turn.
 
 Weak-scaling efficiency measured as two jobs run one after the other carries the machine's
-drift between them (12-43% on a shared 2-core VM). Run side by side, round by round, the
+drift between them (docs/evidence.md, "Data-parallel scaling"). Run side by side, round by round, the
 jobs share it, like the paired runner's variants (:mod:`pytest_dlperf.processes.paired`): each job
 starts all its ranks, builds and warms up once, then takes one timed round each time the
 parent asks, in the same balanced ABBA order, by the same driver (:func:`pytest_dlperf.processes.paired.drive`).
