@@ -56,7 +56,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Mapping, Sequence
 
-from pytest_dlperf.processes.paired import Rounds, check_group, drive, relay_rounds
+from pytest_dlperf.processes.paced_child import relay_rounds
+from pytest_dlperf.processes.paired import Rounds, check_group, drive
 from pytest_dlperf.processes.runner import tail
 from pytest_dlperf.processes.distributed.job import ENTRY_POINTS, Job, JobFailed, JobResult, Rank, host_python
 from pytest_dlperf.processes.distributed.processes import exit_reason, kill_marked
