@@ -200,7 +200,7 @@ def paired_trials(args: argparse.Namespace, s: Scenario, describe: str) -> dict[
 def process_luck(trials: Sequence[dict[str, Any]], processes: int) -> None:
     """How much of a trial's error is each process's own luck, which more pairs cannot average away.
 
-    Pair ``i`` is taken by process ``i % processes`` of every variant (``paired.schedule``), of its
+    Pair ``i`` is taken by process ``i % processes`` of every variant (``schedule.schedule``), of its
     generation when there are several (a trial's ``units``: the process index of each pair). Per
     comparison, the spread of the per-process mean log ratios is set against what the spread of the
     rounds alone would give; the excess is the process pairs' own offset (one process's memory

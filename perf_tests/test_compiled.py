@@ -45,7 +45,7 @@ import pytest
 from pytest_dlperf.plugin.options import DEFAULT_AB_THRESHOLD as AB_THRESHOLD
 from pytest_dlperf.judging.outcomes import REGRESSION
 from pytest_dlperf.judging.stats import decide
-from pytest_dlperf.judging.tuning import SlowdownWarning
+from perf_tests.claims.tuning import SlowdownWarning
 
 #: CPU: processes per variant and pairs (see the module docstring for why fewer than the default).
 CPU_PROCESSES = 1

@@ -19,7 +19,7 @@ import warnings
 
 import pytest
 
-from pytest_dlperf.judging import tuning
+from perf_tests.claims import tuning
 from pytest_dlperf.child.environment import memory_policy
 from pytest_dlperf.judging.outcomes import REGRESSION
 from pytest_dlperf.judging.stats import decide

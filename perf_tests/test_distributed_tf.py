@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_dlperf.processes import distributed as dist
-from pytest_dlperf.processes.distributed.scaling import ScalingClaim, check_two_workers
+from perf_tests.claims.scaling import ScalingClaim, check_two_workers
 
 pytestmark = pytest.mark.framework("tensorflow")
 

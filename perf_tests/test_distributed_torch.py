@@ -24,7 +24,7 @@ import pytest
 
 from pytest_dlperf.processes import distributed as dist
 from pytest_dlperf.processes.distributed.paced_job import paced_problem, run_paired_jobs
-from pytest_dlperf.processes.distributed.scaling import ScalingClaim, check_paired_workers, check_two_workers
+from perf_tests.claims.scaling import ScalingClaim, check_paired_workers, check_two_workers
 
 pytestmark = pytest.mark.framework("torch")
 

@@ -30,7 +30,7 @@ import pytest
 
 from pytest_dlperf.processes import distributed as dist
 from pytest_dlperf.child.cores.mxnet_core import unsupported_gpu
-from pytest_dlperf.processes.distributed.scaling import ScalingClaim, check_two_workers
+from perf_tests.claims.scaling import ScalingClaim, check_two_workers
 
 pytestmark = pytest.mark.framework("mxnet")
 

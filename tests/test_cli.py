@@ -12,7 +12,8 @@ import pytest
 from junitparser import JUnitXml
 
 from pytest_dlperf.reports import cli
-from pytest_dlperf.reports.junit import direction_of, read_reports
+from pytest_dlperf.reports.junit import read_reports
+from pytest_dlperf.reports.records import direction_of
 
 HW = "cpu-test-4cpu"
 
@@ -562,7 +563,7 @@ def test_a_non_numeric_figure_is_named_as_a_usage_error(tmp_path, capsys):
 
 
 def test_each_test_shows_the_skip_reason_of_the_report_that_ran_it(tmp_path, capsys):
-    from pytest_dlperf.reports.html_report import unique_tests
+    from pytest_dlperf.reports.combine import unique_tests
 
     gpu = all_skipped_report(tmp_path / "mxnet.xml")  # the MXNet environment on a GPU runner without a GPU
     torch = write_report(tmp_path / "torch.xml", [amp_case()] + [  # the torch environment: no MXNet

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_dlperf.reports import digest
-from pytest_dlperf.reports.junit import MetricRecord
-from pytest_dlperf.reports.junit import TestRecord as Record  # (not a test class)
+from pytest_dlperf.reports.records import MetricRecord
+from pytest_dlperf.reports.records import TestRecord as Record  # (not a test class)
 
 
 def memory(test: str, value: float, hardware: str = "cpu-a", verdict: str = "ok") -> MetricRecord:

@@ -18,7 +18,7 @@ import pytest
 
 from pytest_dlperf.processes import distributed as dist
 from pytest_dlperf.processes.distributed import engines
-from pytest_dlperf.processes.distributed.launchers import Host, read_hostfile
+from pytest_dlperf.processes.distributed.hosts import Host, read_hostfile
 
 SSH_REASON = engines.unavailable_reason("ssh")
 MPI_REASON = engines.unavailable_reason("mpi")

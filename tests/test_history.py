@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_dlperf.reports import cli, history
+from pytest_dlperf.reports import changepoints, cli, history
 from pytest_dlperf.figures import AB_FIELDS, LABEL_FIELDS, METRIC_FIELDS, PAIRED_FIELDS
 
 DATA = Path(__file__).parent / "data" / "perf-torch.xml"
@@ -42,7 +42,7 @@ def step_series(rng: np.random.Generator, step: float) -> tuple[np.ndarray, int]
 def false_alarms(max_pvalue: float, seed: int = 1) -> int:
     """How many of SERIES no-change series get a change point."""
     rng = np.random.default_rng(seed)
-    return sum(bool(history.change_points(noise_series(rng), max_pvalue, seed=k)) for k in range(SERIES))
+    return sum(bool(changepoints.change_points(noise_series(rng), max_pvalue, seed=k)) for k in range(SERIES))
 
 
 def detections(step: float, max_pvalue: float, seed: int = 2) -> int:
@@ -51,7 +51,7 @@ def detections(step: float, max_pvalue: float, seed: int = 2) -> int:
     found = 0
     for k in range(SERIES):
         x, at = step_series(rng, step)
-        found += any(abs(i - at) <= 1 for i, _ in history.change_points(x, max_pvalue, seed=k))
+        found += any(abs(i - at) <= 1 for i, _ in changepoints.change_points(x, max_pvalue, seed=k))
     return found
 
 
@@ -69,14 +69,14 @@ def test_the_statistic_is_the_energy_distance_of_the_two_sides() -> None:
         return a * b / (a + b) * (2 * cross / (a * b) - within_left / (a * (a - 1) / 2)
                                   - within_right / (b * (b - 1) / 2))
 
-    grid = history.q_grid(x[None], min_size=3)[0]
+    grid = changepoints.q_grid(x[None], min_size=3)[0]
     for t in range(13):
         for k in range(13):
             if t >= 3 and k - t >= 3:
                 assert grid[t, k] == pytest.approx(q(t, k))
             else:
                 assert np.isneginf(grid[t, k])
-    best = history.qhats(x[None], min_size=3)[0]
+    best = changepoints.qhats(x[None], min_size=3)[0]
     assert best[3:10] == pytest.approx([max(q(t, k) for k in range(t + 3, 13)) for t in range(3, 10)])
 
 
@@ -109,18 +109,18 @@ def test_a_step_that_reverts_did_not_persist_and_sizes_are_relative() -> None:
     assert (up.index, down.index) == (10, 18)
     assert up.size == pytest.approx(0.20, abs=0.02) and down.size == pytest.approx(-1 / 6, abs=0.02)
     assert not up.persisted and down.persisted
-    assert up.p <= history.MAX_PVALUE
+    assert up.p <= changepoints.MAX_PVALUE
 
 
 def test_a_series_too_short_to_reach_the_significance_is_not_analysed() -> None:
     from math import comb
 
     for p in (0.001, 0.01):  # the shortest n where the shuffles that split as a step does are rare enough
-        n = history.min_runs(p)
-        assert 2 / comb(n, history.MIN_SEGMENT) <= p < 2 / comb(n - 1, history.MIN_SEGMENT)
+        n = changepoints.min_runs(p)
+        assert 2 / comb(n, changepoints.MIN_SEGMENT) <= p < 2 / comb(n - 1, changepoints.MIN_SEGMENT)
     when = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
-    short = history.min_runs() - 1
-    clean_step = [1.0] * (short - history.MIN_SEGMENT) + [5.0] * history.MIN_SEGMENT
+    short = changepoints.min_runs() - 1
+    clean_step = [1.0] * (short - changepoints.MIN_SEGMENT) + [5.0] * changepoints.MIN_SEGMENT
     a = history.analyse(history.Series("hw", "t", "l", "throughput", points=[
         history.Point(v, when, "r") for v in clean_step]))
     assert a.too_short and a.changes == []

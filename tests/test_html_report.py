@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dlperf.reports.html_report import read_runs, sparkline, unique_tests
+from pytest_dlperf.reports.combine import unique_tests
+from pytest_dlperf.reports.html_sections import sparkline
+from pytest_dlperf.reports.runs import read_runs
 from test_cli import HW, amp_case, case, metric_props, run, scaling_case, write_report
 
 DATA = Path(__file__).parent / "data"
@@ -103,7 +105,7 @@ def test_runs_are_ordered_by_their_reports_timestamps(tmp_path):
 
 
 def test_a_test_run_by_several_framework_environments_counts_once():
-    from pytest_dlperf.reports.junit import TestRecord
+    from pytest_dlperf.reports.records import TestRecord
 
     tests = [TestRecord("t.py::a", "skipped"), TestRecord("t.py::a", "passed"), TestRecord("t.py::a", "skipped"),
              TestRecord("t.py::b", "passed"), TestRecord("t.py::b", "failed", "boom")]
@@ -122,7 +124,7 @@ def test_bad_input_is_a_clear_error(tmp_path, capsys):
     empty = tmp_path / "empty"
     empty.mkdir()
     code, out, err = run(capsys, "html", str(empty), "--out", str(tmp_path / "html"))
-    assert code == 2 and err.strip() == f"dlperf html: error: {empty}: a folder without any .xml report in it"
+    assert code == 2 and err.strip() == f"dlperf html: error: {empty}: a folder without any .xml report under it"
     code, _, err = run(capsys, "html", str(tmp_path / "absent.xml"), "--out", str(tmp_path / "html"))
     assert code == 2 and "absent.xml: no such file" in err
     report = write_report(tmp_path / "r.xml", [amp_case()])

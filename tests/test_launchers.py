@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from pytest_dlperf.processes.distributed import launchers
-from pytest_dlperf.processes.distributed.launchers import Host, HostfileError, read_hostfile, validate_host
+from pytest_dlperf.processes.distributed.hosts import Host, HostfileError, read_hostfile, slot_hosts, validate_host
 
 TF_CONFIG = json.dumps({"cluster": {"worker": ["10.0.0.1:2222", "10.0.0.2:2222"]},
                         "task": {"type": "worker", "index": 1}})
@@ -86,7 +86,7 @@ def test_hostfile_skips_comments_and_names_the_bad_line(tmp_path):
 
 def test_slots_are_filled_in_order_then_wrap():
     hosts = [Host("a", slots=2), Host("b")]
-    assert [h.address for h in launchers.slot_hosts(hosts, 5)] == ["a", "a", "b", "a", "a"]
+    assert [h.address for h in slot_hosts(hosts, 5)] == ["a", "a", "b", "a", "a"]
 
 
 def test_local_and_netns_argv():
@@ -193,14 +193,14 @@ def test_missing_tools_are_reported(monkeypatch):
 def test_a_hostfile_names_each_host_s_interpreter(tmp_path):
     path = tmp_path / "hosts"
     path.write_text("10.0.0.1 slots=2 python=/opt/venv/bin/python\n10.0.0.2\n")
-    first, second = launchers.read_hostfile(path)
+    first, second = read_hostfile(path)
     assert (first.python, first.slots, second.python) == ("/opt/venv/bin/python", 2, None)
     ssh = launchers.SshLauncher([first, second])
     assert ssh.python(0) == "/opt/venv/bin/python" and ssh.python(2) is None
     for bad in ("python=venv/bin/python", "python=/opt/my venv/python", "python=/x;rm"):
         path.write_text(f"10.0.0.1 {bad}\n")
-        with pytest.raises(launchers.HostfileError, match="absolute path|not understood"):
-            launchers.read_hostfile(path)
+        with pytest.raises(HostfileError, match="absolute path|not understood"):
+            read_hostfile(path)
 
 
 def test_torchrun_is_one_agent_per_host_meeting_at_a_c10d_rendezvous_by_ip():

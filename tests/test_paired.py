@@ -13,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dlperf.processes.paired import Variant, build_order, pairs_for, run_paired, schedule, williams_rows
+from pytest_dlperf.processes import schedule as schedule_module
+from pytest_dlperf.processes.paced_child import PacedChild
+from pytest_dlperf.processes.paired import Variant, run_paired
+from pytest_dlperf.processes.schedule import build_order, pairs_for, schedule, williams_rows
 from pytest_dlperf.processes.runner import ScenarioFailed
 from pytest_dlperf.scenario import Scenario, ScenarioError
 
@@ -177,10 +180,8 @@ def test_build_one_at_a_time_starts_each_child_after_the_previous_one_warmed_up(
     """Compiled scenarios time their warm-up (the compile): no other child may be building meanwhile."""
     import subprocess
 
-    from pytest_dlperf.processes import paired as paired_module
-
     events: list[str] = []
-    real_popen, real_ready = subprocess.Popen, paired_module._PacedChild.wait_ready
+    real_popen, real_ready = subprocess.Popen, PacedChild.wait_ready
 
     def recording_popen(*args, **kwargs):  # type: ignore[no-untyped-def]
         events.append("start")
@@ -191,7 +192,7 @@ def test_build_one_at_a_time_starts_each_child_after_the_previous_one_warmed_up(
         events.append("ready")
 
     monkeypatch.setattr(subprocess, "Popen", recording_popen)
-    monkeypatch.setattr(paired_module._PacedChild, "wait_ready", recording_ready)
+    monkeypatch.setattr(PacedChild, "wait_ready", recording_ready)
     run_paired([variant("a"), variant("b")], pairs=4, processes=2, workdir=tmp_path, build_one_at_a_time=True)
     assert events == ["start", "ready"] * 4
     events.clear()
@@ -201,13 +202,13 @@ def test_build_one_at_a_time_starts_each_child_after_the_previous_one_warmed_up(
     run_paired([variant("a"), variant("b")], pairs=4, processes=2, workdir=tmp_path, build_one_at_a_time=False)
     assert events == ["start"] * 4 + ["ready"] * 4
     events.clear()
-    monkeypatch.setattr(paired_module, "CPU_BUILD_WIDTH", {"torch": 2})  # as for TensorFlow's builds
+    monkeypatch.setattr(schedule_module, "CPU_BUILD_WIDTH", {"torch": 2})  # as for TensorFlow's builds
     run_paired([variant("a"), variant("b")], pairs=4, processes=2, workdir=tmp_path)
     assert events == ["start", "start", "ready", "start", "ready", "start", "ready", "ready"]  # two at a time
 
 
 def test_build_width_is_two_for_tensorflow_one_for_compiled_scenarios_and_the_others_all_on_gpu() -> None:
-    from pytest_dlperf.processes.paired import build_width
+    from pytest_dlperf.processes.schedule import build_width
 
     def s(framework: str, **fields: object) -> Scenario:
         return Scenario(framework=framework, model="resnet50", **fields)  # type: ignore[arg-type]

@@ -7,8 +7,8 @@ import pytest
 pytest.importorskip("matplotlib", reason="the charts need matplotlib")
 
 from pytest_dlperf.reports import plots  # noqa: E402
-from pytest_dlperf.reports.junit import MetricRecord  # noqa: E402
-from pytest_dlperf.reports.junit import TestRecord as Record  # noqa: E402  (not a test class)
+from pytest_dlperf.reports.records import MetricRecord  # noqa: E402
+from pytest_dlperf.reports.records import TestRecord as Record  # noqa: E402  (not a test class)
 
 
 def metric(label: str, name: str = "throughput", value: float = 100.0, baseline: float | None = 100.0,

@@ -161,7 +161,7 @@ def _report(path: Path, cases: str) -> Path:
 
 
 def test_summary_counts_a_test_once_over_framework_environments_in_units_people_read(tmp_path: Path) -> None:
-    from pytest_dlperf.reports.cli import summary_markdown
+    from pytest_dlperf.reports.summary import summary_markdown
 
     memory = ('<properties><property name="dlperf.fp32.peak_host_memory" value="1.209e+09" />'
               '<property name="dlperf.fp32.peak_host_memory.unit" value="bytes" />'

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_dlperf.child import environment
-from pytest_dlperf.judging import tuning
+from perf_tests.claims import tuning
 from pytest_dlperf.scenario import Scenario
 from pytest_dlperf.judging.stats import PairedRatio, paired_ratio
 

@@ -3,7 +3,7 @@
 ``smoke``: small images and batches so a 2-core CI machine trains every scenario in
 seconds; the code path (model, optimizer, precision, loader) is the same as ``full``.
 ``full``: the documented configurations: 224 px ImageNet shapes, 1000 classes, the
-batch sizes of the seeds.
+batch sizes of the reference scripts (NVIDIA Apex's ImageNet example, tf_cnn_benchmarks).
 
 The learning rate follows the linear scaling rule (Goyal et al., "Accurate, Large Minibatch
 SGD"): ``lr = LR_PER_256[profile] * batch_size / 256`` unless a test sets ``lr``. A fixed smoke
@@ -32,11 +32,11 @@ EMULATED_SHAPE: dict[str, Any] = dict(image_size=32)
 #: three rounds of one step show what a timed scenario's rounds would (docs/instructions.md).
 COUNTED_ROUNDS: dict[str, Any] = dict(rounds=3, steps_per_round=1)
 
-#: Learning rate per 256 samples of batch. ``full`` keeps the rate the seeds' runs used (0.1 at batch 128).
+#: Learning rate per 256 samples of batch. ``full`` keeps those scripts' rate (0.1 at batch 128).
 LR_PER_256: dict[str, float] = {"smoke": 0.1, "full": 0.2}
 
-#: Batch sizes per profile and model. ``full`` follows seed 001 (Apex ``-b 128``) and seed 000
-#: (tf_cnn_benchmarks ``--batch_size=128``); other models fall back to the ``*`` entry.
+#: Batch sizes per profile and model. ``full`` follows Apex's ImageNet example (``-b 128``)
+#: and tf_cnn_benchmarks (``--batch_size=128``); other models fall back to the ``*`` entry.
 BATCH_SIZES: dict[str, dict[str, int]] = {
     "smoke": {"resnet18": 16, "resnet50": 8, "*": 8},
     "full": {"resnet18": 128, "resnet50": 128, "*": 64},

@@ -1,7 +1,8 @@
-"""Plain-text tables and test names, as the terminal summary and the ``dlperf`` command print them."""
+"""Values and test names as the terminal summary, the ``dlperf`` command and its HTML page show them."""
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 from typing import Sequence
 
@@ -20,3 +21,20 @@ def short_test(nodeid: str) -> str:
     """``perf_tests/test_x.py::test_y[p]`` -> ``test_x.py::test_y[p]``: the file tells frameworks apart."""
     path, _, rest = nodeid.partition("::")
     return f"{Path(path).name}::{rest}" if rest else nodeid
+
+
+def percent(value: float | None, missing: str = "-") -> str:
+    """A signed relative change, ``+4.2%``; ``missing`` for none (the HTML page's is an en dash)."""
+    return missing if value is None else f"{value:+.1%}"
+
+
+def number(value: float | None, unit: str = "", missing: str = "-") -> str:
+    """A value to four significant digits, with its unit; ``missing`` for none."""
+    if value is None:
+        return missing
+    return f"{value:.4g}" + (f" {unit}" if unit else "")
+
+
+def escape(text: object) -> str:
+    """``text`` safe in HTML, quotes included (it goes into attributes too)."""
+    return html.escape(str(text), quote=True)

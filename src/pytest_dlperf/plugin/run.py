@@ -78,13 +78,6 @@ class DlperfRun:
         except ScenarioError as exc:
             pytest.fail(f"{self._item.nodeid}: bad scenario: {exc}", pytrace=False)
 
-    def launcher(self) -> Any:
-        """The launcher the user chose (``--dlperf-launcher``) for distributed jobs' ranks."""
-        from pytest_dlperf.processes.distributed.launchers import make_launcher
-
-        options = self._session.options
-        return make_launcher(options.launcher, options.hostfile)
-
     def run(self, scenario: Scenario) -> TrainingResult:
         """Train ``scenario`` in a child process; a crash or hang fails this test only.
 
@@ -316,10 +309,6 @@ class DlperfRun:
     def updating(self) -> bool:
         """``--update-baselines``: this run records its figures instead of being judged by them."""
         return bool(self._session.options.update)
-
-    @property
-    def missing(self) -> list[Verdict]:
-        return [v for v in self._session.verdicts if v.test == self._item.nodeid and v.status == MISSING]
 
 
 def _headline(result: TrainingResult) -> str:

@@ -8,9 +8,8 @@
                 [--history REPORT.xml|DIR|BASELINE.json ...]  plus change points over those runs
     dlperf history REPORT.xml|DIR|BASELINE.json [...]    each figure's change points over runs
 
-``compare`` judges each metric of NEW against OLD with the rule the tests judge a figure against its
-baseline (:func:`pytest_dlperf.judging.verdict.compare` on the per-round samples the reports carry), in the
-direction the report records for the metric.
+This module parses the arguments and writes the output; each command's work is in a module of its own:
+:mod:`.junit` (merge), :mod:`.summary`, :mod:`.compare`, :mod:`.plots`, :mod:`.html_report`, :mod:`.history`.
 
 Exit codes: 0 fine, 1 ``compare`` found a metric worse than the tolerance, 2 bad input.
 """
@@ -20,28 +19,19 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence, TextIO
 
-from pytest_dlperf.reports import digest
-from pytest_dlperf.judging.baselines import Baseline
-from pytest_dlperf.reports.junit import (MetricRecord, ReportError, TestRecord, all_skipped, direction_of, merge,
-                                         metrics_by_key, own_records, read_reports, skipped_note, test_outcomes)
-from pytest_dlperf.result import Metric
-from pytest_dlperf.sample_stats import sample_stats
-from pytest_dlperf import text
-from pytest_dlperf.units import count, show
-from pytest_dlperf.judging.gates import family_alpha, floor_for
-from pytest_dlperf.judging.noise import PRIOR_DF, PRIORS, SHIFT_PRIORS, Spread, device_class, kind_of
-from pytest_dlperf.judging.verdict import IMPROVEMENT, INCONCLUSIVE, OK, REGRESSION
-from pytest_dlperf.judging.verdict import compare as verdict_compare
+from pytest_dlperf.reports import history
+from pytest_dlperf.reports.changepoints import MAX_PVALUE
+from pytest_dlperf.reports.combine import all_skipped, skipped_note
+from pytest_dlperf.reports.compare import compare
+from pytest_dlperf.reports.html_report import write as write_html
+from pytest_dlperf.reports.junit import merge, read_reports
+from pytest_dlperf.reports.records import ReportError
+from pytest_dlperf.reports.summary import summary_markdown
 
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE = 0, 1, 2
-OUTCOME_MARK = {"passed": "✅", "failed": "❌", "error": "💥", "skipped": "⏭️"}
-VERDICT_MARK = {"regression": "🔴 regression", "improvement": "🟢 improvement", "missing": "⚪ missing",
-                "updated": "🔵 updated", "ok": "ok", "inconclusive": "🟡 inconclusive"}
 
 
 def _threshold(text: str) -> float:
@@ -52,21 +42,6 @@ def _threshold(text: str) -> float:
     if not 0 <= value < 1:
         raise argparse.ArgumentTypeError(f"{value} is out of range; give a fraction in [0, 1), e.g. 0.05 for 5%")
     return value
-
-
-def _num(value: float | None, unit: str = "") -> str:
-    if value is None:
-        return "-"
-    return f"{value:.4g}" + (f" {unit}" if unit else "")
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:+.1%}"
-
-
-def _md(text: str) -> str:
-    """Table-cell safe: no pipes, no newlines."""
-    return text.replace("|", "\\|").replace("\n", " ")
 
 
 # --- merge ---------------------------------------------------------------------------------------
@@ -88,150 +63,6 @@ def cmd_merge(args: argparse.Namespace, out: TextIO) -> int:
 
 # --- summary -------------------------------------------------------------------------------------
 
-def _gate_md(m: MetricRecord) -> str:
-    """The gate as ``±x%`` (tolerance where the noise is unknown), with n=1 / noise unknown marked."""
-    gate = m.detectable if m.detectable is not None else m.tolerance
-    marks = (["n=1"] if m.n == 1 else []) + (["cannot detect"] if digest.cannot_detect(m) else [])
-    return (f"±{gate:.0%}" if gate is not None else "-") + "".join(f" ⚠️{x}" for x in marks)
-
-
-def _figure_rows_md(ms: Sequence[MetricRecord], d: digest.Digest, scales: dict) -> list[str]:
-    """The distinct figures ``ms`` as a table: test whole, hardware, one unit per metric, the gate and
-    the paired evidence beside a throughput."""
-    lines = ["| test | hardware | scenario | metric | observed | baseline | change | ± gate | paired evidence |",
-             "| --- | --- | --- | --- | ---: | ---: | ---: | --- | --- |"]
-    for m in ms:
-        factor, unit = scales.get((m.metric, m.unit), (1.0, m.unit))
-        paired = "<br>".join(digest.paired_text(p) for p in digest.paired_evidence(m, d.figures)) or "-"
-        lines.append(f"| `{_md(m.test)}` | `{_md(m.hardware or '-')}` | {_md(m.label)} | {_md(m.metric)} "
-                     f"| {_num(m.value / factor, unit)} "
-                     f"| {_num(m.baseline / factor if m.baseline is not None else None, unit)} "
-                     f"| {_pct(m.delta)} | {_gate_md(m)} | {_md(paired)} |")
-    return lines + [""]
-
-
-def verdict_markdown(tests: Sequence[TestRecord]) -> list[str]:
-    """The top of the summary: one verdict line, then correctness failures, distinct regressions,
-    systematic shifts and the roll-up, and the inconclusive figures."""
-    d = digest.digest(tests)
-    scales = digest.unit_scales(d.figures)
-    lines = [f"**{_md(d.verdict_line())}**", ""]
-    if d.failures["correctness"]:
-        lines += ["### Correctness failures", "",
-                  "Failed tests whose message is about accuracy, the loss, NaN / non-finite values, weights or "
-                  "parameter equivalence:", ""]
-        lines += [f"- `{t.test}`" + (f" on `{t.hardware}`" if t.hardware else "")
-                  + f": {_md(t.message) or '(no message)'}"
-                  for t in d.failures["correctness"]]
-        lines.append("")
-    regressions = sorted(d.by_verdict("regression"), key=lambda m: digest.better_change(m) or 0)
-    if regressions:
-        lines += [f"### {count(len(regressions), 'regression')} beyond the figures' noise (each figure once)", ""]
-        lines += _figure_rows_md(regressions, d, scales)
-    warnings = [w for w in (g.shift() for g in d.groups) if w]
-    lines += [f"> ⚠️ {_md(w)}" for w in warnings] + ([""] if warnings else [])
-    if d.groups:
-        lines += ["<details><summary>Roll-up by framework, metric and hardware</summary>", "",
-                  f"up / down: moved beyond their tolerance that way; a warning when at least "
-                  f"{digest.SHIFT_SHARE:.0%} of a group of at least {digest.SHIFT_MIN_FIGURES} figures "
-                  "moved the same way.",
-                  "", "| framework | metric | hardware | figures | median change | up | down |",
-                  "| --- | --- | --- | ---: | ---: | ---: | ---: |"]
-        lines += [f"| {_md(g.framework or '-')} | {_md(g.metric)} | `{_md(g.hardware or '-')}` | {len(g.figures)} "
-                  f"| {_pct(g.median)} | {len(g.up)} | {len(g.down)} |" for g in d.groups]
-        lines += ["", "</details>", ""]
-    inconclusive = d.by_verdict("inconclusive")
-    if inconclusive:
-        lines += [f"### {count(len(inconclusive), 'inconclusive figure')}", "",
-                  "Moved beyond the tolerance but not beyond the figure's own noise, or its noise is unknown; "
-                  "they fail nothing.", ""]
-        lines += _figure_rows_md(inconclusive, d, scales)
-    lines += ["± is each figure's gate: the smallest change its verdict could call (its tolerance, widened by its "
-              "run-to-run noise); *noise unknown*: the gate is the tolerance and a change beyond it is inconclusive.",
-              ""]
-    return lines
-
-
-def summary_markdown(tests: Sequence[TestRecord]) -> str:
-    from pytest_dlperf.reports.html_report import unique_tests
-
-    per_test = test_outcomes(tests)  # a test run in three framework environments counts once
-    outcomes = Counter(per_test.values())
-    metrics = digest.distinct(tests)  # a figure in several reports counts once
-    verdicts = Counter(m.verdict for m in metrics if m.verdict)
-    lines = ["## dlperf results", ""]
-    lines += verdict_markdown(tests)
-    lines.append(f"**{count(len(per_test), 'test')}**: " + ", ".join(
-        f"{outcomes[k]} {k}" for k in ("passed", "failed", "error", "skipped") if outcomes[k] or k == "passed"))
-    lines.append(f"**{count(len(metrics), 'metric')}**: {count(verdicts['regression'], 'regression')}, "
-                 f"{count(verdicts['improvement'], 'improvement')}, {count(verdicts['missing'], 'missing baseline')}"
-                 + (f", {count(verdicts['updated'], 'baseline')} updated" if verdicts["updated"] else "")
-                 + (f", {verdicts['inconclusive']} inconclusive" if verdicts["inconclusive"] else "")
-                 + f", {verdicts['ok']} ok, {len(metrics) - sum(verdicts.values())} recorded only")
-    lines.append("")
-    lines += [_md(skipped_note(f"`{source}`", reasons)) + "\n" for source, reasons in all_skipped(tests).items()]
-    correctness = {t.test for t in tests if digest.failure_kind(t) == "correctness"}
-    failing = [t for t in tests if t.outcome in ("failed", "error") and t.test not in correctness]
-    if failing:
-        lines += ["### Failures", ""]
-        lines += [f"- `{t.test}`: {_md(t.message) or '(no message)'}" for t in failing]
-        lines.append("")
-    lines += _skipped_lines(tests)
-    ab = [(t, label, fields) for t in tests for label, fields in t.ab.items()]
-    if ab:
-        lines += ["### A/B against the reference environment", "",
-                  "| test | scenario | candidate/reference | 95% interval | verdict | reference software |",
-                  "| --- | --- | ---: | --- | --- | --- |"]
-        for t, label, f in ab:
-            interval = "[" + ", ".join(f"{float(b):.3f}" for b in f.get("ab_interval", "").split()) + "]"
-            ratio = f"{float(f['ab_ratio']):.3f}x" if f.get("ab_ratio") else "-"
-            lines.append(f"| `{t.test}` | {_md(label)} | {ratio} | {interval} | "
-                         f"{f.get('ab_verdict', '-')} | {_md(f.get('reference_software', ''))} |")
-        lines.append("")
-    scales = digest.unit_scales(metrics)
-    for t in unique_tests(tests):
-        if not t.metrics:
-            continue
-        hw = f" on `{t.hardware}`" if t.hardware else ""
-        lines += [f"### {OUTCOME_MARK.get(t.outcome, '')} `{t.test}`{hw}", ""]
-        for label in t.labels:
-            if label in t.scenarios:
-                lines.append(f"- **{_md(label)}**: {_md(t.scenarios[label])}")
-        if t.scenarios:
-            lines.append("")
-        lines += ["| scenario | metric | observed | unit | baseline | delta | verdict | ± gate | hardware |",
-                  "| --- | --- | ---: | --- | ---: | ---: | --- | --- | --- |"]
-        for m in t.metrics:
-            scale, unit = scales.get((m.metric, m.unit), (1.0, m.unit))  # one unit per metric: MiB/GiB, img/s
-            observed = _num(m.value / scale) + (f" [{m.interval[0]:.3g}, {m.interval[1]:.3g}]" if m.interval
-                                                else f" (IQR {m.iqr / scale:.2g})" if m.iqr else "")
-            verdict = VERDICT_MARK.get(m.verdict or "", m.verdict or "recorded")
-            baseline = _num(m.baseline / scale) if m.baseline is not None else "-"
-            lines.append(f"| {_md(m.label)} | {_md(m.metric)} | {observed} | {_md(unit)} | {baseline} "
-                         f"| {_pct(m.delta)} | {verdict} | {_gate_md(m)} | `{_md(m.hardware or '-')}` |")
-        lines.append("")
-    if verdicts["missing"] or verdicts["improvement"]:
-        lines.append("Missing baselines or improvements: record them with the *update baselines* workflow "
-                     "(`pytest --update-baselines`) and commit `baselines/`.")
-        lines.append("")
-    lines.append("observed: median of the timed rounds (IQR: their interquartile range); a paired ratio "
-                 "(speedup) shows its estimate and 95% interval.")
-    return "\n".join(lines) + "\n"
-
-
-def _skipped_lines(tests: Sequence[TestRecord]) -> list[str]:
-    """The skipped tests by reason, each reason from the report that ran the test (its own
-    environment's, e.g. no GPU; not another environment's missing framework)."""
-    reasons: Counter[tuple[str, str]] = Counter(
-        (t.message or "(no reason given)", os.path.basename(t.source)) for t in own_records(tests).values()
-        if t.outcome == "skipped")
-    if not reasons:
-        return []
-    return (["### Skipped", ""]
-            + [f"- {count(n, 'test')}: {_md(reason)} (`{source}`)" for (reason, source), n in reasons.most_common()]
-            + [""])
-
-
 def cmd_summary(args: argparse.Namespace, out: TextIO) -> int:
     reports = list(args.reports)
     absent = [r for r in reports if args.skip_missing and not os.path.exists(r)]
@@ -251,141 +82,9 @@ def cmd_summary(args: argparse.Namespace, out: TextIO) -> int:
 
 # --- compare -------------------------------------------------------------------------------------
 
-UNJUDGED = "not judged (direction unknown)"
-RECORDED = "recorded (the tests do not judge it)"
-#: How the table shows each outcome (judging.outcomes' words; a regression in capitals, to be seen).
-_SHOWN = {REGRESSION: "REGRESSION", IMPROVEMENT: "improvement", OK: "no change", INCONCLUSIVE: "inconclusive"}
-
-
-@dataclass(frozen=True)
-class Change:
-    """One metric of OLD against NEW, judged as the tests judge a figure against its baseline."""
-
-    status: str
-    delta: float | None
-    #: The tolerance the decision used (the given one, widened by the noise as the tests widen it).
-    tolerance: float | None = None
-    p_value: float | None = None
-    #: How it was judged: "samples" (verdict.compare), or "medians" for reports without samples.
-    basis: str = "samples"
-    #: The direction came from the metric's name because the reports do not record it.
-    guessed_direction: bool = False
-
-
-def _direction(old: MetricRecord, new: MetricRecord) -> tuple[str | None, bool]:
-    recorded = new.declared_direction or old.declared_direction
-    if recorded:
-        return recorded, False
-    return direction_of(new.metric), True
-
-
-def judge(old: MetricRecord, new: MetricRecord, tolerance: float, history: Sequence[float] = ()) -> Change:
-    """OLD is the baseline, NEW the measurement, judged with the tests' rule (``verdict.compare``).
-
-    One report is one run: the noise a change is judged against is the run-to-run spread NEW's
-    test recorded for the figure (its baseline history), when it recorded one; else the noise is
-    unknown and a change beyond the tolerance is inconclusive. ``history``: the figure's values in
-    earlier runs (``--history``), recorded runs beside OLD's.
-    """
-    direction, guessed = _direction(old, new)
-    delta = (new.value - old.value) / abs(old.value) if old.value else None
-    if direction is None:
-        return Change(UNJUDGED, delta, basis="-", guessed_direction=guessed)
-    tolerance = floor_for(new.metric, tolerance)
-    metric = Metric(name=new.metric, samples=new.samples or (new.value,), unit=new.unit, direction=direction,
-                    estimate=new.value, interval=new.interval)
-    baseline = Baseline(value=old.value, unit=old.unit, direction=direction, samples=old.samples,
-                        iqr=sample_stats(old.samples).iqr if old.samples else 0.0, software={}, recorded="",
-                        runs=(*history, old.value))
-    # the figure's noise, degrees of freedom, level and tolerance as its test judged it, where the report
-    # says; else what the plugin assumes of a figure of its kind on that device before anything is recorded
-    shared = 0.0
-    spread: Spread | None = None  # the history's own runs
-    if new.noise is not None:
-        tolerance = new.tolerance if new.tolerance is not None else tolerance
-        spread = Spread(new.noise, new.df if new.df is not None else max((new.runs or 1) - 1, 0), "recorded noise")
-    elif len(history) < 2:
-        device = device_class(new.hardware or "")
-        spread = Spread(PRIORS[device].get(kind_of(new.metric, new.unit), PRIORS[device]["throughput"]), PRIOR_DF,
-                        f"stated {device} prior")
-        shared = SHIFT_PRIORS[device].get(kind_of(new.metric, new.unit), SHIFT_PRIORS[device]["throughput"]) ** 2
-    v = verdict_compare(new.test, new.label, metric, baseline, tolerance, spread=spread, shared=shared,
-                        alpha=new.alpha if new.alpha is not None else family_alpha(1, "check"))
-    basis = spread.source if spread is not None else "recorded noise"
-    return Change(v.status, v.delta, v.gate if v.gate is not None else v.tolerance, v.p_value,
-                  basis=basis, guessed_direction=guessed)
-
-
-def compare_rows(old: dict[tuple[str, str, str], MetricRecord], new: dict[tuple[str, str, str], MetricRecord],
-                 threshold: float, history: dict[tuple[str, str, str], list[float]] | None = None,
-                 ) -> tuple[list[tuple[str, ...]], Counter[str]]:
-    rows: list[tuple[str, ...]] = []
-    counts: Counter[str] = Counter()
-    for key in sorted(set(old) | set(new)):
-        o, n = old.get(key), new.get(key)
-        test, label, metric = key
-        name = f"{test.split('::', 1)[-1]}::{label}"
-        if o is None or n is None:
-            status = "only in OLD" if n is None else "only in NEW"
-            counts[status] += 1
-            rows.append((name, metric, show(o.value, o.unit) if o else "-",
-                         show(n.value, n.unit) if n else "-", "-", "-", status))
-            continue
-        if not (o.verdict or n.verdict):  # recorded only, as step time or TFLOP/s beside the throughput
-            counts[RECORDED] += 1
-            rows.append((name, metric, show(o.value, o.unit), show(n.value, n.unit),
-                         _pct((n.value - o.value) / abs(o.value) if o.value else None), "-", RECORDED))
-            continue
-        change = judge(o, n, threshold, (history or {}).get(key, ()))
-        counts[change.status] += 1
-        counts["basis:" + change.basis] += 1 if change.status != UNJUDGED else 0
-        counts["guessed"] += change.guessed_direction and change.status != UNJUDGED
-        notes = [f"p={change.p_value:.3f}"] if change.p_value is not None and change.status != OK else []
-        if change.basis.startswith("stated") and change.status == INCONCLUSIVE:
-            notes.append("noise not recorded: a stated prior")
-        if change.guessed_direction and change.status != UNJUDGED:
-            notes.append("direction from name")
-        tol = f"±{change.tolerance:.1%}" if change.tolerance is not None else "-"
-        rows.append((name, metric, show(o.value, o.unit), show(n.value, n.unit), _pct(change.delta), tol,
-                     _SHOWN.get(change.status, change.status) + (f" ({', '.join(notes)})" if notes else "")))
-    return rows, counts
-
-
-
 def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
-    old_tests, new_tests = read_reports([args.old]), read_reports([args.new])
-    old, new = metrics_by_key(old_tests), metrics_by_key(new_tests)
-    old_hw = {t.hardware for t in old_tests if t.hardware}
-    new_hw = {t.hardware for t in new_tests if t.hardware}
-    if old_hw and new_hw and old_hw != new_hw:
-        print(f"note: the reports come from different machines ({', '.join(sorted(old_hw))} vs "
-              f"{', '.join(sorted(new_hw))}); differences may be the hardware's", file=out)
-    if not set(old) & set(new):
-        raise ReportError(f"{args.old} and {args.new} have no metric in common (same test, scenario label and "
-                          "metric name); compare two runs of the same tests")
-    history: dict[tuple[str, str, str], list[float]] = {}
-    for path in args.history:
-        for key, record in metrics_by_key(read_reports([path])).items():
-            history.setdefault(key, []).append(record.value)
-    rows, counts = compare_rows(old, new, args.threshold, history)
-    for line in text.table(("scenario", "metric", "old", "new", "delta", "tolerance", "change"), rows):
-        print(line, file=out)
-    judged = counts[REGRESSION] + counts[IMPROVEMENT] + counts[OK] + counts[INCONCLUSIVE]
-    print("", file=out)
-    print(f"{count(judged, 'metric')} compared (tolerance {args.threshold:.1%}, the tests' rule): "
-          f"{count(counts[REGRESSION], 'regression')}, {count(counts[IMPROVEMENT], 'improvement')}, "
-          f"{counts[OK]} no change, {counts[INCONCLUSIVE]} inconclusive; "
-          f"{counts[UNJUDGED]} not judged, {counts[RECORDED]} recorded only (not judged by the tests either), "
-          f"{counts['only in OLD']} only in {args.old}, "
-          f"{counts['only in NEW']} only in {args.new}.", file=out)
-    print("Judged as the tests judge a figure against its baseline (OLD as the baseline, one run): a change "
-          "beyond the tolerance is a regression or an improvement only beyond the figure's own run-to-run "
-          "noise, at the level and tolerance NEW's test judged it (recorded in the report); where NEW recorded "
-          "none, at the stated prior of its device class (docs/verdicts.md).", file=out)
-    if counts["guessed"]:
-        print(f"note: {counts['guessed']} metrics have no recorded direction (an older report): which way is "
-              "better was taken from the metric's name.", file=out)
-    return EXIT_REGRESSION if counts[REGRESSION] else EXIT_OK
+    regressions = compare(args.old, args.new, args.threshold, args.history, out)
+    return EXIT_REGRESSION if regressions else EXIT_OK
 
 
 # --- plot ----------------------------------------------------------------------------------------
@@ -413,12 +112,10 @@ def cmd_plot(args: argparse.Namespace, out: TextIO) -> int:
 # --- html ----------------------------------------------------------------------------------------
 
 def cmd_html(args: argparse.Namespace, out: TextIO) -> int:
-    from pytest_dlperf.reports.html_report import write
-
     reports = [r for r in args.reports if not (args.skip_missing and not os.path.exists(r))]
     if not reports:
         raise ReportError(f"none of the reports exist: {', '.join(args.reports)}")
-    target = write(reports, Path(args.out), history=args.history, max_pvalue=args.max_pvalue)
+    target = write_html(reports, Path(args.out), history=args.history, max_pvalue=args.max_pvalue)
     print(target, file=out)
     return EXIT_OK
 
@@ -436,8 +133,6 @@ def _pvalue(text: str) -> float:
 
 
 def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
-    from pytest_dlperf.reports import history
-
     analyses = history.history(args.reports, args.max_pvalue)
     shown = [a for a in analyses if a.changes] if args.changed_only else analyses
     for line in history.table(shown) if shown else []:
@@ -449,6 +144,11 @@ def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
 
 
 # --- entry point ---------------------------------------------------------------------------------
+
+def _max_pvalue_option(p: argparse.ArgumentParser, note: str) -> None:
+    p.add_argument("--max-pvalue", type=_pvalue, default=MAX_PVALUE, help="significance of a change point "
+                   f"(default {MAX_PVALUE:g}; {note})")
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dlperf", description="Merge, summarise, compare and plot the JUnit "
@@ -487,14 +187,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("html", help="one self-contained HTML page: summary, regressions first, tables, charts "
                        "and, given several runs, each figure's history")
     p.add_argument("reports", metavar="REPORT.xml|RUNDIR", nargs="+",
-                   help="reports, or folders of them; the reports of one folder are one run (as CI artifacts "
-                   "download), the newest run is shown in detail")
+                   help="reports, or folders of them (every *.xml under it); the reports of one folder are one "
+                   "run (as CI artifacts download), the newest run is shown in detail")
     p.add_argument("--out", required=True, metavar="DIR", help="folder for index.html (created if needed)")
     p.add_argument("--skip-missing", action="store_true", help="leave out reports that do not exist")
     p.add_argument("--history", nargs="+", metavar="REPORT.xml|DIR|BASELINE.json",
                    help="add a change-point section over these runs' reports (as dlperf history)")
-    p.add_argument("--max-pvalue", type=_pvalue, default=0.001, help="significance of a change point "
-                   "(default 0.001; docs/history.md gives the rates)")
+    _max_pvalue_option(p, "docs/history.md gives the rates")
     p.set_defaults(func=cmd_html)
 
     p = sub.add_parser("history", help="each figure over many runs: the run where it changed, by how much, "
@@ -503,8 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="reports of runs of one suite, folders of them (every *.xml under it; a run's time is "
                    "its testsuite timestamp, else the file's mtime), or baselines/<key>.json with 'runs'")
     p.add_argument("--changed-only", action="store_true", help="list only the figures that changed")
-    p.add_argument("--max-pvalue", type=_pvalue, default=0.001, help="significance of a change point "
-                   "(default 0.001; 0.01 finds more steps and more false ones: docs/history.md)")
+    _max_pvalue_option(p, "0.01 finds more steps and more false ones: docs/history.md")
     p.set_defaults(func=cmd_history)
     return parser
 

@@ -25,7 +25,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from pytest_dlperf.reports.junit import MetricRecord, TestRecord, own_records
+from pytest_dlperf.reports.combine import own_records
+from pytest_dlperf.reports.records import Key, MetricRecord, TestRecord, key_of
 from pytest_dlperf.result import LOWER
 from pytest_dlperf.units import readable
 
@@ -40,14 +41,6 @@ JUDGED = ("regression", "improvement", "ok", "inconclusive")
 _PERFORMANCE = re.compile(r"^(?:[\w.]+: )?(?:also )?regression\b|\bA/B slower\b|\bvs baseline\b", re.I)
 _CORRECTNESS = re.compile(r"accura|\bnan\b|non-?finite|not finite|\binf\b|infinit|\bloss\b|\bweights?\b"
                           r"|\bparam(?:eter)?s?\b|equivalen|allclose", re.I)
-
-Key = tuple[str, str, str, str]
-
-
-def key_of(m: MetricRecord) -> Key:
-    """The identity of a figure: test, scenario label, metric and the machine it was measured on."""
-    return (m.test, m.label, m.metric, m.hardware)
-
 
 def distinct(tests: Sequence[TestRecord]) -> list[MetricRecord]:
     """Every figure once (:func:`key_of`), in first-seen order, the later report's copy kept."""
@@ -90,6 +83,16 @@ def better_change(m: MetricRecord) -> float | None:
 
 def tolerance_of(m: MetricRecord) -> float:
     return m.tolerance if m.tolerance is not None else DEFAULT_TOLERANCE
+
+
+def gate_of(m: MetricRecord) -> float | None:
+    """The band the verdict used: the figure's gate where the report records it, else its tolerance."""
+    return m.detectable if m.detectable is not None else m.tolerance
+
+
+def marks_of(m: MetricRecord) -> list[str]:
+    """What every table marks beside a figure's gate: one sample, or a gate that cannot detect."""
+    return (["n=1"] if m.n == 1 else []) + (["cannot detect"] if cannot_detect(m) else [])
 
 
 def cannot_detect(m: MetricRecord) -> bool:

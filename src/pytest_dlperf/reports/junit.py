@@ -1,4 +1,4 @@
-"""Reading pytest-dlperf's figures back out of JUnit XML reports, and merging reports.
+"""Reading pytest-dlperf's figures back out of JUnit XML reports, finding them, and merging reports.
 
 The names are :mod:`pytest_dlperf.figures`'s (the plugin writes them with it): properties of the
 ``<testsuite>``, each named after its test (``<node id>::dlperf.<label>.<metric>``). A
@@ -6,15 +6,15 @@ The names are :mod:`pytest_dlperf.figures`'s (the plugin writes them with it): p
 and that plugin skips an invalid file; pytest's default (xunit2) puts ``user_properties`` there.
 Reports from before that change, with the figures in each ``<testcase>``, read the same.
 
-This module turns those back into records; the CLI formats them.
+This module turns those back into records (:mod:`.records`); the commands format them.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import math
+import os
 import re
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -23,105 +23,8 @@ from junitparser.junitparser import etree
 
 from pytest_dlperf import figures
 from pytest_dlperf.figures import AB_FIELDS, PAIRED_FIELDS, split_suite_property
+from pytest_dlperf.reports.records import MetricRecord, ReportError, TestRecord, direction_of
 from pytest_dlperf.result import HIGHER, LOWER
-
-
-#: Name fragments that say which way is better, checked in this order (``time_to_accuracy`` is a time).
-_LOWER_WORDS = ("time", "memory", "latency", "seconds", "bytes")
-_HIGHER_WORDS = ("throughput", "speedup", "accuracy", "efficiency", "tflops", "flops", "samples_per")
-
-
-class ReportError(Exception):
-    """A report that can't be used: missing, not JUnit XML, or without dlperf figures."""
-
-
-def direction_of(metric: str) -> str | None:
-    """Which way is better for a metric named ``metric``; None when the name doesn't say."""
-    name = metric.lower()
-    if any(word in name for word in _LOWER_WORDS):
-        return LOWER
-    if any(word in name for word in _HIGHER_WORDS):
-        return HIGHER
-    return None
-
-
-@dataclass
-class MetricRecord:
-    """One metric of one scenario of one test, as the report holds it."""
-
-    test: str
-    label: str
-    metric: str
-    value: float
-    unit: str = ""
-    iqr: float | None = None
-    n: int | None = None
-    verdict: str | None = None
-    baseline: float | None = None
-    declared_direction: str | None = None
-    hardware: str = ""
-    source: str = ""
-    #: A paired ratio's 95% interval (low, high).
-    interval: tuple[float, float] | None = None
-    #: Every timed round's figure (reports since samples were recorded; empty in older ones).
-    samples: tuple[float, ...] = ()
-    #: The tolerance asked for (the floor under the figure's gate), as a fraction.
-    tolerance: float | None = None
-    #: The figure the test claims at least (a speedup's floor), where the test recorded one.
-    floor: float | None = None
-    #: The smallest change the verdict could call (its gate), as a fraction; None when unknown.
-    detectable: float | None = None
-    #: The figure's run-to-run spread (log scale) the gate rested on, and how many runs were recorded.
-    noise: float | None = None
-    runs: int | None = None
-    #: The degrees of freedom behind ``noise`` and the one-sided level the figure was judged at.
-    df: float | None = None
-    alpha: float | None = None
-
-    @property
-    def direction(self) -> str | None:
-        return self.declared_direction or direction_of(self.metric)
-
-    @property
-    def delta(self) -> float | None:
-        """Signed relative change against the baseline (+0.10 = 10% larger)."""
-        if self.baseline is None or self.baseline == 0:
-            return None
-        return (self.value - self.baseline) / abs(self.baseline)
-
-    @property
-    def rel_iqr(self) -> float | None:
-        if self.iqr is None or self.value == 0:
-            return None
-        return self.iqr / abs(self.value)
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.test, self.label, self.metric)
-
-
-@dataclass
-class TestRecord:
-    """One ``<testcase>``: its outcome and the dlperf figures it carries."""
-
-    test: str
-    outcome: str  # passed | failed | error | skipped
-    message: str = ""
-    hardware: str = ""
-    metrics: list[MetricRecord] = field(default_factory=list)
-    scenarios: dict[str, str] = field(default_factory=dict)
-    software: dict[str, str] = field(default_factory=dict)
-    workers: dict[str, int] = field(default_factory=dict)
-    #: A/B mode, per label: candidate/reference ratio, its interval, the decision, the reference's software.
-    ab: dict[str, dict[str, str]] = field(default_factory=dict)
-    source: str = ""
-
-    @property
-    def labels(self) -> list[str]:
-        seen: dict[str, None] = {}
-        for m in self.metrics:
-            seen.setdefault(m.label, None)
-        return list(seen)
 
 
 def load(path: str | Path) -> JUnitXml:
@@ -161,9 +64,6 @@ def merge(inputs: Sequence[str | Path]) -> JUnitXml:
             kept.add(text)
     merged.update_statistics()
     return merged
-
-
-
 
 
 def test_address(nodeid: str) -> tuple[str, str]:
@@ -338,24 +238,6 @@ def records(xml: JUnitXml | TestSuite, source: str = "") -> list[TestRecord]:
     return out
 
 
-def all_skipped(tests: Sequence[TestRecord]) -> dict[str, Counter[str]]:
-    """The reports in which every test was skipped (a GPU workflow's MXNet report on an H100), each
-    with its own skip reasons and how many tests gave each."""
-    by_source: dict[str, list[TestRecord]] = {}
-    for t in tests:
-        by_source.setdefault(t.source, []).append(t)
-    return {source: Counter(t.message or "(no reason given)" for t in ts)
-            for source, ts in by_source.items() if all(t.outcome == "skipped" for t in ts)}
-
-
-def skipped_note(source: str, reasons: Counter[str]) -> str:
-    """One line: every test of ``source`` was skipped, and why (the commonest reason first)."""
-    total = sum(reasons.values())
-    why = "; ".join(f"{reason} ({n} of {total})" if len(reasons) > 1 else reason
-                    for reason, n in reasons.most_common())
-    return f"Every test in {source} was skipped ({total} tests): {why}"
-
-
 def read_reports(paths: Iterable[str | Path], require_metrics: bool = True) -> list[TestRecord]:
     """The test records of all ``paths``; with ``require_metrics``, a report set without any dlperf
     figure is an error, unless every test in it was skipped (which the summary then says)."""
@@ -374,35 +256,44 @@ def read_reports(paths: Iterable[str | Path], require_metrics: bool = True) -> l
     return out
 
 
-#: How one test's runs in several reports (one per framework environment) combine: the worst counts.
-_OUTCOME_RANK = {"error": 3, "failed": 2, "passed": 1, "skipped": 0}
 #: markers.validate's skip where a test's framework is missing: that report is not the test's own.
 _NOT_INSTALLED = re.compile(r"\S+ is not installed in this environment")
 
 
-def _rank(t: TestRecord) -> int:
-    if t.outcome == "skipped" and _NOT_INSTALLED.search(t.message):
-        return -1  # below a skip in the test's own environment (no GPU there)
-    return _OUTCOME_RANK.get(t.outcome, 0)
+def expand(paths: Iterable[str | Path]) -> list[Path]:
+    """Files as given; a folder gives every ``*.xml`` under it, at any depth. A file given twice, or
+    also found in a folder given, is listed once: it is one run."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(q for q in p.rglob("*.xml") if q.is_file())
+            if not found:
+                raise ReportError(f"{p}: a folder without any .xml report under it")
+            out += found
+        else:
+            out.append(p)
+    unique: dict[Path, Path] = {}
+    for p in out:
+        unique.setdefault(p.resolve(), p)
+    return list(unique.values())
 
 
-def own_records(tests: Iterable[TestRecord]) -> dict[str, TestRecord]:
-    """One record per test, from the report that ran it: an error or failure in any report, else a
-    pass, else a skip in an environment with the test's framework (its reason: no GPU), else a skip
-    for want of the framework; of equals, the later report."""
-    out: dict[str, TestRecord] = {}
-    for t in tests:
-        if t.test not in out or _rank(t) >= _rank(out[t.test]):
-            out[t.test] = t
-    return out
+def utc_time(stamp: str) -> _dt.datetime | None:
+    """An ISO time in UTC; one without a zone is taken as UTC. None when ``stamp`` is no ISO time."""
+    try:
+        when = _dt.datetime.fromisoformat(stamp.strip())
+    except ValueError:
+        return None
+    return when.replace(tzinfo=_dt.timezone.utc) if when.tzinfo is None else when.astimezone(_dt.timezone.utc)
 
 
-def test_outcomes(tests: Iterable[TestRecord]) -> dict[str, str]:
-    """One outcome per test, however many reports ran it: an error or failure in any of them, else
-    passed where any run passed, else skipped (a GPU test skipped in every CPU environment)."""
-    return {test: t.outcome for test, t in own_records(tests).items()}
+def _mtime(path: Path) -> _dt.datetime:
+    return _dt.datetime.fromtimestamp(os.path.getmtime(path), _dt.timezone.utc)
 
 
-def metrics_by_key(tests: Iterable[TestRecord]) -> dict[tuple[str, str, str], MetricRecord]:
-    """Every metric by (test, label, metric); a later report's figure replaces an earlier one's."""
-    return {m.key: m for t in tests for m in t.metrics}
+def report_time(path: Path, xml: object) -> _dt.datetime:
+    """A report's run time, in UTC: the earliest ``timestamp`` of its test suites, else the file's mtime."""
+    own = getattr(xml, "timestamp", None)  # a report whose root is one <testsuite>
+    stamps = [own] if own else [getattr(s, "timestamp", None) for s in xml]  # type: ignore[attr-defined]
+    times = [t for t in (utc_time(s) for s in stamps if s) if t is not None]
+    return min(times) if times else _mtime(path)

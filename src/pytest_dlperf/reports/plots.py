@@ -28,8 +28,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from pytest_dlperf.reports.digest import better_change, cannot_detect
-from pytest_dlperf.reports.junit import MetricRecord, TestRecord
+from pytest_dlperf.reports.digest import better_change, framework_of, gate_of, marks_of
+from pytest_dlperf.reports.records import MetricRecord, TestRecord
 from pytest_dlperf.result import LOWER
 from pytest_dlperf.text import short_test
 from pytest_dlperf.units import readable, show
@@ -102,7 +102,7 @@ def _short_test(test: str, width: int = 56) -> str:
 
 def _marks(m: MetricRecord) -> str:
     """n=1 and noise unknown, as the tables mark them."""
-    marks = (["n=1"] if m.n == 1 else []) + (["cannot detect"] if cannot_detect(m) else [])
+    marks = marks_of(m)
     return f"  [{', '.join(marks)}]" if marks else ""
 
 
@@ -128,17 +128,6 @@ def workers_of(test: TestRecord, label: str) -> int | None:
                 word = match.group(1).lower()
                 return _NUMBER_WORDS[word] if word in _NUMBER_WORDS else int(word)
     return None
-
-
-def framework_of(test: TestRecord, label: str) -> str:
-    """The framework a scenario ran (its recorded software, ``framework=torch ...``), else the test's
-    (a derived figure such as a speedup has no software of its own); "" if none is recorded."""
-    for text in (test.software.get(label, ""), *test.software.values()):
-        for part in text.split():
-            key, _, value = part.partition("=")
-            if key == "framework":
-                return value
-    return ""
 
 
 def _by_file(tests: Sequence[TestRecord], keep: Callable[[MetricRecord], bool]) -> dict[str, list[MetricRecord]]:
@@ -188,11 +177,6 @@ def _relative_spread(m: MetricRecord) -> tuple[float, float]:
     return (high, low) if m.direction == LOWER else (low, high)
 
 
-def _gate(m: MetricRecord) -> float | None:
-    """The band the verdict used: the figure's gate where the report records it, else its tolerance."""
-    return m.detectable if m.detectable is not None else m.tolerance
-
-
 def delta_chart(metrics: list[MetricRecord], name: str, title: str) -> Chart:
     """Each figure's change from its baseline, in percent, signed so that right is better for every
     figure (a lower-is-better figure's change is flipped), in its gate's band, coloured by verdict."""
@@ -205,15 +189,15 @@ def delta_chart(metrics: list[MetricRecord], name: str, title: str) -> Chart:
     for m in metrics:
         better = better_change(m) or 0.0
         low, high = _relative_spread(m)
-        reach = max(abs(better), _gate(m) or 0.0)
-        limit = max(limit, min(MAX_DELTA_AXIS, abs(better) + min(max(low, high), reach)), _gate(m) or 0.0)
+        reach = max(abs(better), gate_of(m) or 0.0)
+        limit = max(limit, min(MAX_DELTA_AXIS, abs(better) + min(max(low, high), reach)), gate_of(m) or 0.0)
     edge = 1.15 * limit
     for i, m in enumerate(metrics):
         y = rows - 1 - i
         delta = m.delta or 0.0
         better = better_change(m) or 0.0
         low, high = _relative_spread(m)
-        tol = _gate(m)
+        tol = gate_of(m)
         if tol is not None:
             ax.fill_betweenx([y - 0.42, y + 0.42], -100 * tol, 100 * tol, color=BAND_COLOUR, zorder=0)
         colour = VERDICT_COLOUR.get(m.verdict or "", RECORDED_COLOUR)

@@ -9,11 +9,11 @@ Parent side (the pytest process):
   :mod:`.rendezvous` (each rank's environment, reserved ports),
   :mod:`.tagged` (one launch process carrying several ranks), :mod:`.processes` (finding and
   killing a job's processes by its marker), :mod:`.remote` (ranks on other hosts: probed before, reaped after).
-* :mod:`.launchers` (local, ssh, mpirun, srun, netns argv), :mod:`.netns` (network-namespace
-  hosts), :mod:`.engines` (sshd, Open MPI, Slurm on those hosts), :mod:`.networks` (the
-  ``loopback``/``netns``/``netns_limited`` networks a test runs on).
-* :mod:`.paced_job` (a 1- and a 2-worker job taking timed rounds in turn), :mod:`.scaling` (the
-  scaling claims), :mod:`.results` (a job as a TrainingResult, parameter dumps compared).
+* :mod:`.launchers` (local, ssh, mpirun, srun, netns argv) on :mod:`.hosts` (a hostfile's hosts,
+  checked), :mod:`.netns` (network-namespace hosts), :mod:`.engines` (sshd, Open MPI, Slurm on those
+  hosts), :mod:`.networks` (the ``loopback``/``netns``/``netns_limited`` networks a test runs on).
+* :mod:`.paced_job` (a 1- and a 2-worker job taking timed rounds in turn), :mod:`.scaling` (weak-scaling
+  efficiency), :mod:`.results` (a job as a TrainingResult, parameter dumps compared).
 
 Rank side (the training processes): :mod:`pytest_dlperf.child.rank` (config, launch index,
 heartbeats, result, data, pacer) and :mod:`pytest_dlperf.protocol` (what both sides agree on).

@@ -30,7 +30,8 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from pytest_dlperf.processes.distributed.launchers import Host, MpiLauncher, SlurmLauncher, SshLauncher
+from pytest_dlperf.processes.distributed.hosts import Host
+from pytest_dlperf.processes.distributed.launchers import MpiLauncher, SlurmLauncher, SshLauncher
 from pytest_dlperf.processes.distributed.netns import PREFIX_LEN, SUBNET_PREFIX, NetnsCluster
 from pytest_dlperf.processes.distributed.netns import unavailable_reason as netns_unavailable
 

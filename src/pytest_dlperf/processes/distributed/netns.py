@@ -145,10 +145,6 @@ class NetnsCluster:
                 _run(["tc", "-n", ns, "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", self.rate,
                       "burst", tbf_burst(self.rate), "latency", TBF_LATENCY])
 
-    def host_of(self, address: str) -> str:
-        """The namespace of the host at ``address``."""
-        return self.namespaces[self.addresses.index(address)]
-
     def link(self, host: int, up: bool) -> None:
         """Take host ``host``'s link down (a host vanishing from the network) or back up."""
         _ip("-n", self.namespaces[host], "link", "set", "eth0", "up" if up else "down")

@@ -1,7 +1,7 @@
 """Distributed jobs as paired variants: a 1-worker and a 2-worker job take timed rounds in turn.
 
 Weak-scaling efficiency measured as two jobs run one after the other carries the machine's
-drift between them (12-43% on a shared 2-core VM). Run side by side, round by round, the
+drift between them (docs/evidence.md, "Data-parallel scaling"). Run side by side, round by round, the
 jobs share it, like the paired runner's variants (:mod:`pytest_dlperf.processes.paired`): each job
 starts all its ranks, builds and warms up once, then takes one timed round each time the
 parent asks, in the same balanced ABBA order, by the same driver (:func:`pytest_dlperf.processes.paired.drive`).
@@ -56,7 +56,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Mapping, Sequence
 
-from pytest_dlperf.processes.paired import Rounds, check_group, drive, relay_rounds
+from pytest_dlperf.processes.paced_child import relay_rounds
+from pytest_dlperf.processes.paired import Rounds, check_group, drive
 from pytest_dlperf.processes.runner import tail
 from pytest_dlperf.processes.distributed.job import ENTRY_POINTS, Job, JobFailed, JobResult, Rank, host_python
 from pytest_dlperf.processes.distributed.processes import exit_reason, kill_marked

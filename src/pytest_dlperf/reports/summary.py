@@ -1,0 +1,169 @@
+"""``dlperf summary``: a run's reports as Markdown (for ``$GITHUB_STEP_SUMMARY``).
+
+The verdict line and the sections of :mod:`.digest` first (correctness failures, distinct regressions,
+systematic shifts, inconclusive figures), then the counts, failures, skips, A/B comparisons and a
+table per test.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from typing import Sequence
+
+from pytest_dlperf.reports import digest
+from pytest_dlperf.reports.combine import all_skipped, own_records, skipped_note, test_outcomes, unique_tests
+from pytest_dlperf.reports.records import MetricRecord, TestRecord
+from pytest_dlperf.text import number as _num
+from pytest_dlperf.text import percent as _pct
+from pytest_dlperf.units import count
+
+OUTCOME_MARK = {"passed": "✅", "failed": "❌", "error": "💥", "skipped": "⏭️"}
+VERDICT_MARK = {"regression": "🔴 regression", "improvement": "🟢 improvement", "missing": "⚪ missing",
+                "updated": "🔵 updated", "ok": "ok", "inconclusive": "🟡 inconclusive"}
+
+
+def _md(text: str) -> str:
+    """Table-cell safe: no pipes, no newlines."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _gate_md(m: MetricRecord) -> str:
+    """The gate as ``±x%`` (tolerance where the noise is unknown), with n=1 / noise unknown marked."""
+    gate = digest.gate_of(m)
+    return (f"±{gate:.0%}" if gate is not None else "-") + "".join(f" ⚠️{x}" for x in digest.marks_of(m))
+
+
+def _figure_rows_md(ms: Sequence[MetricRecord], d: digest.Digest, scales: dict) -> list[str]:
+    """The distinct figures ``ms`` as a table: test whole, hardware, one unit per metric, the gate and
+    the paired evidence beside a throughput."""
+    lines = ["| test | hardware | scenario | metric | observed | baseline | change | ± gate | paired evidence |",
+             "| --- | --- | --- | --- | ---: | ---: | ---: | --- | --- |"]
+    for m in ms:
+        factor, unit = scales.get((m.metric, m.unit), (1.0, m.unit))
+        paired = "<br>".join(digest.paired_text(p) for p in digest.paired_evidence(m, d.figures)) or "-"
+        lines.append(f"| `{_md(m.test)}` | `{_md(m.hardware or '-')}` | {_md(m.label)} | {_md(m.metric)} "
+                     f"| {_num(m.value / factor, unit)} "
+                     f"| {_num(m.baseline / factor if m.baseline is not None else None, unit)} "
+                     f"| {_pct(m.delta)} | {_gate_md(m)} | {_md(paired)} |")
+    return lines + [""]
+
+
+def verdict_markdown(tests: Sequence[TestRecord]) -> list[str]:
+    """The top of the summary: one verdict line, then correctness failures, distinct regressions,
+    systematic shifts and the roll-up, and the inconclusive figures."""
+    d = digest.digest(tests)
+    scales = digest.unit_scales(d.figures)
+    lines = [f"**{_md(d.verdict_line())}**", ""]
+    if d.failures["correctness"]:
+        lines += ["### Correctness failures", "",
+                  "Failed tests whose message is about accuracy, the loss, NaN / non-finite values, weights or "
+                  "parameter equivalence:", ""]
+        lines += [f"- `{t.test}`" + (f" on `{t.hardware}`" if t.hardware else "")
+                  + f": {_md(t.message) or '(no message)'}"
+                  for t in d.failures["correctness"]]
+        lines.append("")
+    regressions = sorted(d.by_verdict("regression"), key=lambda m: digest.better_change(m) or 0)
+    if regressions:
+        lines += [f"### {count(len(regressions), 'regression')} beyond the figures' noise (each figure once)", ""]
+        lines += _figure_rows_md(regressions, d, scales)
+    warnings = [w for w in (g.shift() for g in d.groups) if w]
+    lines += [f"> ⚠️ {_md(w)}" for w in warnings] + ([""] if warnings else [])
+    if d.groups:
+        lines += ["<details><summary>Roll-up by framework, metric and hardware</summary>", "",
+                  f"up / down: moved beyond their tolerance that way; a warning when at least "
+                  f"{digest.SHIFT_SHARE:.0%} of a group of at least {digest.SHIFT_MIN_FIGURES} figures "
+                  "moved the same way.",
+                  "", "| framework | metric | hardware | figures | median change | up | down |",
+                  "| --- | --- | --- | ---: | ---: | ---: | ---: |"]
+        lines += [f"| {_md(g.framework or '-')} | {_md(g.metric)} | `{_md(g.hardware or '-')}` | {len(g.figures)} "
+                  f"| {_pct(g.median)} | {len(g.up)} | {len(g.down)} |" for g in d.groups]
+        lines += ["", "</details>", ""]
+    inconclusive = d.by_verdict("inconclusive")
+    if inconclusive:
+        lines += [f"### {count(len(inconclusive), 'inconclusive figure')}", "",
+                  "Moved beyond the tolerance but not beyond the figure's own noise, or its noise is unknown; "
+                  "they fail nothing.", ""]
+        lines += _figure_rows_md(inconclusive, d, scales)
+    lines += ["± is each figure's gate: the smallest change its verdict could call (its tolerance, widened by its "
+              "run-to-run noise); *noise unknown*: the gate is the tolerance and a change beyond it is inconclusive.",
+              ""]
+    return lines
+
+
+def summary_markdown(tests: Sequence[TestRecord]) -> str:
+    per_test = test_outcomes(tests)  # a test run in three framework environments counts once
+    outcomes = Counter(per_test.values())
+    metrics = digest.distinct(tests)  # a figure in several reports counts once
+    verdicts = Counter(m.verdict for m in metrics if m.verdict)
+    lines = ["## dlperf results", ""]
+    lines += verdict_markdown(tests)
+    lines.append(f"**{count(len(per_test), 'test')}**: " + ", ".join(
+        f"{outcomes[k]} {k}" for k in ("passed", "failed", "error", "skipped") if outcomes[k] or k == "passed"))
+    lines.append(f"**{count(len(metrics), 'metric')}**: {count(verdicts['regression'], 'regression')}, "
+                 f"{count(verdicts['improvement'], 'improvement')}, {count(verdicts['missing'], 'missing baseline')}"
+                 + (f", {count(verdicts['updated'], 'baseline')} updated" if verdicts["updated"] else "")
+                 + (f", {verdicts['inconclusive']} inconclusive" if verdicts["inconclusive"] else "")
+                 + f", {verdicts['ok']} ok, {len(metrics) - sum(verdicts.values())} recorded only")
+    lines.append("")
+    lines += [_md(skipped_note(f"`{source}`", reasons)) + "\n" for source, reasons in all_skipped(tests).items()]
+    correctness = {t.test for t in tests if digest.failure_kind(t) == "correctness"}
+    failing = [t for t in tests if t.outcome in ("failed", "error") and t.test not in correctness]
+    if failing:
+        lines += ["### Failures", ""]
+        lines += [f"- `{t.test}`: {_md(t.message) or '(no message)'}" for t in failing]
+        lines.append("")
+    lines += _skipped_lines(tests)
+    ab = [(t, label, fields) for t in tests for label, fields in t.ab.items()]
+    if ab:
+        lines += ["### A/B against the reference environment", "",
+                  "| test | scenario | candidate/reference | 95% interval | verdict | reference software |",
+                  "| --- | --- | ---: | --- | --- | --- |"]
+        for t, label, f in ab:
+            interval = "[" + ", ".join(f"{float(b):.3f}" for b in f.get("ab_interval", "").split()) + "]"
+            ratio = f"{float(f['ab_ratio']):.3f}x" if f.get("ab_ratio") else "-"
+            lines.append(f"| `{t.test}` | {_md(label)} | {ratio} | {interval} | "
+                         f"{f.get('ab_verdict', '-')} | {_md(f.get('reference_software', ''))} |")
+        lines.append("")
+    scales = digest.unit_scales(metrics)
+    for t in unique_tests(tests):
+        if not t.metrics:
+            continue
+        hw = f" on `{t.hardware}`" if t.hardware else ""
+        lines += [f"### {OUTCOME_MARK.get(t.outcome, '')} `{t.test}`{hw}", ""]
+        for label in t.labels:
+            if label in t.scenarios:
+                lines.append(f"- **{_md(label)}**: {_md(t.scenarios[label])}")
+        if t.scenarios:
+            lines.append("")
+        lines += ["| scenario | metric | observed | unit | baseline | delta | verdict | ± gate | hardware |",
+                  "| --- | --- | ---: | --- | ---: | ---: | --- | --- | --- |"]
+        for m in t.metrics:
+            scale, unit = scales.get((m.metric, m.unit), (1.0, m.unit))  # one unit per metric: MiB/GiB, img/s
+            observed = _num(m.value / scale) + (f" [{m.interval[0]:.3g}, {m.interval[1]:.3g}]" if m.interval
+                                                else f" (IQR {m.iqr / scale:.2g})" if m.iqr else "")
+            verdict = VERDICT_MARK.get(m.verdict or "", m.verdict or "recorded")
+            baseline = _num(m.baseline / scale) if m.baseline is not None else "-"
+            lines.append(f"| {_md(m.label)} | {_md(m.metric)} | {observed} | {_md(unit)} | {baseline} "
+                         f"| {_pct(m.delta)} | {verdict} | {_gate_md(m)} | `{_md(m.hardware or '-')}` |")
+        lines.append("")
+    if verdicts["missing"] or verdicts["improvement"]:
+        lines.append("Missing baselines or improvements: record them with the *update baselines* workflow "
+                     "(`pytest --update-baselines`) and commit `baselines/`.")
+        lines.append("")
+    lines.append("observed: median of the timed rounds (IQR: their interquartile range); a paired ratio "
+                 "(speedup) shows its estimate and 95% interval.")
+    return "\n".join(lines) + "\n"
+
+
+def _skipped_lines(tests: Sequence[TestRecord]) -> list[str]:
+    """The skipped tests by reason, each reason from the report that ran the test (its own
+    environment's, e.g. no GPU; not another environment's missing framework)."""
+    reasons: Counter[tuple[str, str]] = Counter(
+        (t.message or "(no reason given)", os.path.basename(t.source)) for t in own_records(tests).values()
+        if t.outcome == "skipped")
+    if not reasons:
+        return []
+    return (["### Skipped", ""]
+            + [f"- {count(n, 'test')}: {_md(reason)} (`{source}`)" for (reason, source), n in reasons.most_common()]
+            + [""])
