@@ -6,7 +6,9 @@
 #   3. the next run passes against them,
 #   4. a step 25% slower (TINY_LM_SLOWDOWN=0.25) fails as a regression,
 #   5. with Valgrind: the step's instructions counted (--dlperf-measure=instructions), recorded three times,
-#      and a step with one extra 7 MB tensor copy (about 1% more instructions) fails as a regression.
+#      and a step with one extra 7 MB tensor copy (about 1% more instructions) fails as a regression,
+#   6. the project as a git repository with two commits, the second widening the model: A/B of the working
+#      tree against the first commit (--dlperf-reference-rev=HEAD~1) fails it as slower.
 # PYTHON picks the interpreter the venv is made from (default python3); KEEP=1 keeps the temporary folder.
 set -euo pipefail
 
@@ -94,5 +96,20 @@ else
   [ "$code" = 1 ] || fail "the run with an extra copy exited $code, expected 1 (a test failed)"
   expect copied "regression: tiny_lm instructions_per_step .* instructions vs baseline"
 fi
+
+step "6. A/B of a revision: a commit that widens the model, against the commit before it"
+(
+  cd "$WORK/project"
+  git init -q
+  git add tiny_lm.py test_tiny_lm.py pyproject.toml requirements.txt
+  git -c user.name=dev -c user.email=dev@example.com commit -q -m "Add the tiny language model"
+  sed -i 's/width=128/width=256/' tiny_lm.py
+  git -c user.name=dev -c user.email=dev@example.com commit -q -am "Widen the model to 256"
+)
+run_pytest ab --dlperf-reference-rev=HEAD~1
+[ "$code" = 1 ] || fail "the A/B of the widened model exited $code, expected 1 (slower than HEAD~1)"
+expect ab "A/B slower: tiny_lm throughput candidate/reference 0\."
+expect ab "reference [0-9a-f]{10} 'Add the tiny language model', candidate the working tree at [0-9a-f]{10} 'Widen"
+[ "$(git -C "$WORK/project" worktree list | wc -l)" = 1 ] || fail "the reference revision's worktree was left behind"
 
 step "the example behaved as a new user would expect: missing -> recorded -> ok -> regression caught"

@@ -22,7 +22,7 @@ from pytest_dlperf.plugin import markers
 from pytest_dlperf.plugin.session import DlperfSession
 from pytest_dlperf.processes.devicelock import DeviceLockTimeout, device_lock, visible_gpus
 from pytest_dlperf.processes.paired import DEFAULT_PROCESSES, PairedResult, Variant, pairs_for, run_paired
-from pytest_dlperf.processes.runner import ScenarioFailed, run_loader_only, run_scenario
+from pytest_dlperf.processes.runner import PACKAGE_DIR, ScenarioFailed, run_loader_only, run_scenario
 from pytest_dlperf.profiles import COUNTED_ROUNDS, EMULATED_SHAPE, scenario_for
 from pytest_dlperf.result import HIGHER, Metric, TrainingResult, metric_from, paired_metric
 from pytest_dlperf.scenario import Scenario, ScenarioError
@@ -89,7 +89,7 @@ class DlperfRun:
             reason = instructions.unavailable()
             if reason:
                 pytest.skip(reason)
-        elif self._session.options.reference:
+        elif self._session.options.ab_mode:
             return self._run_ab(scenario)
         return self.record(self._measured(scenario, f"training {scenario.describe()}",
                                           lambda progress: run_scenario(scenario, self._workdir, progress)))
@@ -190,7 +190,7 @@ class DlperfRun:
             + ", ".join(f"{key} {ratio.estimate:.3f}x" for key, ratio in paired.ratios.items())
             + f" over {paired.reference}{more}")
         for key, result in paired.results.items():
-            if record and (key != paired.reference or not options.reference):
+            if record and (key != paired.reference or not options.ab_mode):
                 self.record(result)
         for key, ratio in paired.ratios.items() if record else ():
             self._item.user_properties += figures.of_paired(key, ratio, paired.reference)
@@ -208,7 +208,16 @@ class DlperfRun:
 
     def _run_ab(self, scenario: Scenario) -> TrainingResult:
         options = self._session.options
-        reference = Variant(scenario, python=options.reference, name=f"{scenario.label}@reference")
+        revision = self._session.revision
+        if revision is None:
+            reference = Variant(scenario, python=options.reference, name=f"{scenario.label}@reference")
+            commits = None
+        else:  # your code as it is at the revision: its folders, and this package where the repository holds it
+            tree = revision.tree()
+            reference = Variant(scenario.replace(import_path=tuple(tree.remap(p) for p in scenario.import_path)),
+                                python=options.reference, name=f"{scenario.label}@{revision.commit.short}",
+                                package=tree.package(PACKAGE_DIR))
+            commits = {"reference": revision.commit.describe(), "candidate": revision.candidate.describe()}
 
         # at least two generations, so the interval rests on more than one process pair
         paired = self.run_paired(reference, Variant(scenario), generations=max(options.generations, 2),
@@ -217,13 +226,13 @@ class DlperfRun:
         ratio = paired.ratio(scenario.label)
         verdict = decide(ratio, options.ab_threshold)
         ref_software = paired.results[reference.key].software
-        self._item.user_properties += figures.of_ab(scenario.label, ratio, verdict, ref_software)
+        self._item.user_properties += figures.of_ab(scenario.label, ratio, verdict, ref_software, commits)
         self._session.ab_outcomes.append((self._item.nodeid, scenario.label, ratio, verdict))
         if verdict == REGRESSION:
             stacks = (f"candidate {_stack(result.software)} vs reference {_stack(ref_software)}")
             pytest.fail(f"A/B slower: {scenario.label} throughput candidate/reference {ratio.describe()}, "
                         f"beyond the {options.ab_threshold:.0%} threshold; {stacks}\n"
-                        f"reference interpreter: {options.reference}", pytrace=False)
+                        f"{self._session.reference_description()}", pytrace=False)
         return result
 
     def record(self, result: TrainingResult) -> TrainingResult:
@@ -282,7 +291,7 @@ class DlperfRun:
             self._session.benchmarks.add_verdicts(verdicts)
         # In A/B mode the reference environment, run beside this one, is the baseline that fails a test
         # (``run``); the stored figures are still compared and shown in the summary.
-        if any(v.status == REGRESSION for v in verdicts) and not options.reference:
+        if any(v.status == REGRESSION for v in verdicts) and not options.ab_mode:
             pytest.fail(failure_message(nodeid, verdicts), pytrace=False)
         missing = [v for v in verdicts if v.status == MISSING]
         if missing and options.require_baselines:

@@ -33,6 +33,8 @@ class Variant:
     name: str = ""
     #: The child's module; another one must end in ``pytest_dlperf.child.train.main`` (bench/ injects slowdowns so).
     module: str = "pytest_dlperf.child.train"
+    #: The ``pytest_dlperf`` folder the child imports (None: this one; another revision's in A/B mode).
+    package: Path | None = None
 
     @property
     def key(self) -> str:
@@ -107,8 +109,8 @@ class PacedChild:
         self._log.flush()
         try:
             self.proc = subprocess.Popen(
-                command, env=child_environment(scenario), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=self._log, start_new_session=True,
+                command, env=child_environment(scenario, package=variant.package), stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=self._log, start_new_session=True,
             )
         except OSError as exc:
             self._log.close()

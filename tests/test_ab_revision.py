@@ -1,0 +1,83 @@
+"""A/B of a revision as a user runs it: ``--dlperf-reference-rev REV`` on a project that is a git repository
+(pytester, real torch children running the project's own step at two commits)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from pytest_dlperf.reports.junit import read_reports
+
+STEP = """
+import torch
+
+WORK = {work}
+
+
+def make_step(scenario):
+    a = torch.randn(192, 192)
+
+    def step():
+        for _ in range(WORK * 8):
+            b = a @ a
+        return b.mean() * 0.0
+
+    return step
+"""
+TEST = """
+import pytest
+
+@pytest.mark.framework("torch")
+def test_step(dlperf):
+    dlperf.run(dlperf.scenario("torch", "mystep", step="mystep:make_step", batch_size=4, warmup_steps=2,
+                               steps_per_round=4, intra_op_threads=1))
+"""
+FAST = ("-p", "no:cacheprovider", "--dlperf-pairs=8", "--dlperf-processes=2")
+
+
+def git(pytester: pytest.Pytester, *args: str) -> None:
+    subprocess.run(["git", "-C", str(pytester.path), *args], check=True, capture_output=True)
+
+
+def project_with_two_commits(pytester: pytest.Pytester, before: int, after: int) -> None:
+    git(pytester, "init", "-q")
+    git(pytester, "config", "user.email", "dev@example.com")
+    git(pytester, "config", "user.name", "Dev")
+    pytester.makepyfile(mystep=STEP.format(work=before), test_step=TEST)
+    git(pytester, "add", ".")
+    git(pytester, "commit", "-q", "-m", "Add the step")
+    pytester.makepyfile(mystep=STEP.format(work=after))
+    git(pytester, "commit", "-qam", "Do the step's work three times")
+
+
+@pytest.mark.framework("torch")
+def test_a_revision_that_made_the_step_slower_fails_against_its_base(pytester: pytest.Pytester) -> None:
+    project_with_two_commits(pytester, before=1, after=3)
+    result = pytester.runpytest_subprocess(*FAST, "--dlperf-reference-rev=HEAD~1", "--junitxml=report.xml")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "dlperf A/B mode: every scenario also runs on the reference (reference * 'Add the step', candidate the "
+        "working tree at * 'Do the step's work three times'), interleaved*",
+        "*A/B slower: mystep throughput candidate/reference 0.*x*",
+        "*1 scenario compared with the reference (threshold 5%): 1 slower (regression)*",
+    ])
+    (test,) = read_reports([pytester.path / "report.xml"])
+    properties = {key: value for (label, key), value in test.properties.items() if label == "mystep"}
+    assert "'Add the step'" in properties["reference_commit"]
+    assert properties["candidate_commit"].endswith("'Do the step's work three times'")
+    assert int(properties["ab_process_pairs"]) >= 2
+    listed = subprocess.run(["git", "-C", str(pytester.path), "worktree", "list"], capture_output=True, text=True)
+    assert len(listed.stdout.splitlines()) == 1  # the reference's worktree is gone after the run
+
+
+def test_an_unknown_revision_or_no_repository_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_step="def test_x(): pass")
+    outside = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--dlperf-reference-rev=main")
+    assert outside.ret == pytest.ExitCode.USAGE_ERROR
+    outside.stderr.fnmatch_lines(["*--dlperf-reference-rev compares revisions of the git repository holding the "
+                                  "rootdir*not in one*"])
+    git(pytester, "init", "-q")
+    unknown = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--dlperf-reference-rev=v9.9")
+    assert unknown.ret == pytest.ExitCode.USAGE_ERROR
+    unknown.stderr.fnmatch_lines(["*--dlperf-reference-rev 'v9.9': no such commit in *"])
