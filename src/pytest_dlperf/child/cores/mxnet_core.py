@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 from pytest_dlperf.child.environment import GpuCapability, gpu_capabilities
 from pytest_dlperf.scenario import Scenario, ScenarioError
 from pytest_dlperf.child.synthetic import batches as synthetic_batches
+from pytest_dlperf.child.measure import measure
 
 if TYPE_CHECKING:
     import mxnet
@@ -477,7 +478,6 @@ def environment(scenario: Scenario, loop: Any) -> dict[str, Any]:
 def train(scenario: Scenario, progress: Any = None) -> tuple[Any, list[float], dict[str, Any], dict[str, Any]]:
     """Entry point used by the worker: settle the environment, import mxnet, build, measure."""
     from pytest_dlperf.child.loaders import evaluate_real_data
-    from pytest_dlperf.child.measure import measure
 
     check_supported(scenario)
     reason = unsupported_gpu() if scenario.device == "cuda" else None

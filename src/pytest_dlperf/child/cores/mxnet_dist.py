@@ -32,6 +32,7 @@ from mxnet import autograd, gluon
 
 from pytest_dlperf.child import rank as dist_util
 from pytest_dlperf.protocol import PROGRESS_PREFIX
+from pytest_dlperf.child.measure import measure
 
 
 def tiny_cnn(num_classes: int) -> gluon.nn.HybridSequential:
@@ -103,7 +104,6 @@ def evaluate(net: gluon.HybridBlock, config: dict[str, Any], ctx: mx.Context) ->
 
 
 def main(argv: list[str]) -> int:
-    from pytest_dlperf.child.measure import measure
 
     config, result_path = dist_util.load_rank(argv)
     kind = config["kvstore"]

@@ -16,6 +16,7 @@ from typing import Any, Sequence
 from pytest_dlperf.scenario import Scenario, ScenarioError
 from pytest_dlperf.child.usercode import UserStep
 from pytest_dlperf.child.cores.mxnet_core import apply_environment, environment
+from pytest_dlperf.child.measure import measure
 
 
 class MXNetUserStepLoop:
@@ -54,7 +55,6 @@ class MXNetUserStepLoop:
 
 def train(scenario: Scenario, progress: Any = None) -> tuple[Any, list[float], dict[str, Any], dict[str, Any]]:
     """Entry point used by the worker for ``framework='mxnet'`` with ``step=``."""
-    from pytest_dlperf.child.measure import measure
 
     apply_environment(scenario)
     import mxnet as mx

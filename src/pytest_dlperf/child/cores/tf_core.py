@@ -33,6 +33,7 @@ import keras
 
 from pytest_dlperf.scenario import Scenario, ScenarioError
 from pytest_dlperf.child.synthetic import batches as synthetic_batches
+from pytest_dlperf.child.measure import measure
 
 #: Distinct synthetic batches cycled through (enough to defeat caching, small on the device).
 SYNTHETIC_POOL = 4
@@ -458,7 +459,6 @@ def configure(scenario: Scenario) -> None:
 def train(scenario: Scenario, progress: Any = None) -> tuple[Any, list[float], dict[str, Any], dict[str, Any]]:
     """Entry point used by the worker: build, measure, describe the environment."""
     from pytest_dlperf.child.loaders import evaluate_real_data
-    from pytest_dlperf.child.measure import measure
 
     configure(scenario)
     loop = TfTrainingLoop(scenario)

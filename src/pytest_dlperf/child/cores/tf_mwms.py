@@ -32,6 +32,7 @@ import keras
 
 from pytest_dlperf.child import rank as dist_util
 from pytest_dlperf.protocol import PROGRESS_PREFIX
+from pytest_dlperf.child.measure import measure
 
 
 def tiny_cnn(num_classes: int, size: int) -> keras.Model:
@@ -129,7 +130,6 @@ def evaluate(model: keras.Model, config: dict[str, Any]) -> dict[str, float]:
 
 
 def main(argv: list[str]) -> int:
-    from pytest_dlperf.child.measure import measure
 
     config, result_path = dist_util.load_rank(argv)
     threads = int(config.get("threads", 1))

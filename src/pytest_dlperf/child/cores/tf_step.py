@@ -19,6 +19,7 @@ import tensorflow as tf
 from pytest_dlperf.scenario import Scenario
 from pytest_dlperf.child.usercode import UserStep
 from pytest_dlperf.child.cores.tf_core import configure, environment
+from pytest_dlperf.child.measure import measure
 
 
 class TfUserStepLoop:
@@ -57,7 +58,6 @@ class TfUserStepLoop:
 
 def train(scenario: Scenario, progress: Any = None) -> tuple[Any, list[float], dict[str, Any], dict[str, Any]]:
     """Entry point used by the worker for ``framework='tensorflow'`` with ``step=``."""
-    from pytest_dlperf.child.measure import measure
 
     configure(scenario)
     loop = TfUserStepLoop(scenario)

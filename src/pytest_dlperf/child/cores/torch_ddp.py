@@ -36,6 +36,7 @@ import torch
 
 from pytest_dlperf.child import rank as dist_util
 from pytest_dlperf.protocol import PROGRESS_PREFIX
+from pytest_dlperf.child.measure import measure
 
 
 def tiny_cnn(num_classes: int, image_size: int) -> torch.nn.Module:
@@ -113,7 +114,6 @@ def env_from_mpi(environ: dict[str, str] | os._Environ[str] = os.environ) -> boo
 
 
 def main(argv: list[str]) -> int:
-    from pytest_dlperf.child.measure import measure
 
     # who started this rank: torchrun's agent sets TORCHELASTIC_RUN_ID, mpirun's orted OMPI_COMM_WORLD_*
     started_by = ("mpirun" if env_from_mpi() else "torchrun" if "TORCHELASTIC_RUN_ID" in os.environ

@@ -33,6 +33,7 @@ from pytest_dlperf.profiles import gpt_config
 from pytest_dlperf.result import HIGHER, metric_from
 from pytest_dlperf.scenario import Scenario, ScenarioError
 from pytest_dlperf.child.cores.torch_core import TorchTrainingLoop, environment, prepare
+from pytest_dlperf.child.measure import measure
 
 #: Distinct synthetic batches cycled through, as the image scenarios do.
 SYNTHETIC_POOL = 4
@@ -172,7 +173,6 @@ def peak_tflops(scenario: Scenario) -> float | None:
 
 def train(scenario: Scenario, progress: Any = None) -> tuple[Any, list[float], dict[str, Any], dict[str, Any]]:
     """Entry point used by the worker for ``framework='torch'``, ``model='gpt'``."""
-    from pytest_dlperf.child.measure import measure
 
     if scenario.data != "synthetic":
         raise ScenarioError(f"model='gpt' trains on synthetic tokens; data={scenario.data!r} is for the image models")

@@ -22,6 +22,7 @@ import torch
 from pytest_dlperf.scenario import Scenario
 from pytest_dlperf.child.usercode import UserStep
 from pytest_dlperf.child.cores.torch_core import CudaStepTimer, TorchTrainingLoop, environment, prepare
+from pytest_dlperf.child.measure import measure
 
 
 class UserStepLoop:
@@ -72,7 +73,6 @@ class UserStepLoop:
 
 def train(scenario: Scenario, progress: Any = None) -> tuple[Any, list[float], dict[str, Any], dict[str, Any]]:
     """Entry point used by the worker for ``framework='torch'`` with ``step=``."""
-    from pytest_dlperf.child.measure import measure
 
     prepare(scenario)
     loop = UserStepLoop(scenario)
