@@ -24,12 +24,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-ROW = re.compile(r"tiny_lm\s+instructions_per_step\s+([0-9.e+]+) instructions\s+(\S+)\s+(\S+)\s+(\S+)\s+(.+?)\s*$")
+#: The summary table's row of the figure: observed, baseline, delta, detects, verdict.
+ROW = re.compile(r"::tiny_lm\s+instructions_per_step\s+([0-9.e+]+) instructions\s+(\S+)(?: instructions)?\s+(\S+)"
+                 r"\s+(\S+)\s+(.+?)\s*$")
+#: The exact count, from the line the plugin prints when the scenario is done.
+COUNT = re.compile(r"tiny_lm: done in .*?: ([0-9,]+) instructions per step")
 
 
 def run(project: Path, name: str, extra_mb: float, *args: str) -> dict[str, object]:
@@ -37,18 +40,15 @@ def run(project: Path, name: str, extra_mb: float, *args: str) -> dict[str, obje
     locks = project / "tmp" / f"locks-{name}"
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "TINY_LM_EXTRA_COPY_MB": str(extra_mb),
            "TMPDIR": str(project / "tmp"), "DLPERF_LOCK_DIR": str(locks)}
-    started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--dlperf-measure=instructions",
                            f"--basetemp={project / 'tmp' / name}", *args],
                           cwd=project, env=env, capture_output=True, text=True, check=False)
-    seconds = time.monotonic() - started
     (project / f"{name}.log").write_text(done.stdout + done.stderr, encoding="utf-8")
-    row = next((ROW.search(line) for line in done.stdout.splitlines() if ROW.search(line)), None)
-    if row is None:
+    entry = read_log(project / f"{name}.log")
+    if entry is None:
         raise SystemExit(f"{name}: no instructions_per_step row in its output (exit {done.returncode}):\n"
                          f"{done.stdout[-3000:]}{done.stderr[-2000:]}")
-    return {"name": name, "code": done.returncode, "count": float(row.group(1)), "delta": row.group(3),
-            "detects": row.group(4), "verdict": row.group(5), "seconds": seconds}
+    return entry
 
 
 SUMMARY = re.compile(r"=+ .*?(\d+ (passed|failed)).* in ([0-9.]+)s")
@@ -61,7 +61,9 @@ def read_log(log: Path) -> dict[str, object] | None:
     summary = next((SUMMARY.search(line) for line in reversed(lines) if SUMMARY.search(line)), None)
     if row is None or summary is None:
         return None
-    return {"name": log.stem, "code": 1 if "failed" in summary.group(0) else 0, "count": float(row.group(1)),
+    exact = next((COUNT.search(line) for line in lines if COUNT.search(line)), None)
+    count = float(exact.group(1).replace(",", "")) if exact else float(row.group(1))
+    return {"name": log.stem, "code": 1 if "failed" in summary.group(0) else 0, "count": count,
             "delta": row.group(3), "detects": row.group(4), "verdict": row.group(5), "seconds": float(summary.group(3))}
 
 
