@@ -89,6 +89,8 @@ else
     [ "$code" = 0 ] || fail "counted --update-baselines run $i exited $code"
     expect "count$i" "tiny_lm +instructions_per_step .* updated"
   done
+  grep -q '"throughput"' "$WORK/project/baselines/"*.json \
+    || fail "recording the counted figure dropped the timed throughput baseline"
   step "5.4. one extra 7 MB copy per step (TINY_LM_EXTRA_COPY_MB=7): about 1% more instructions, a regression"
   export TINY_LM_EXTRA_COPY_MB=7
   run_pytest copied --dlperf-measure=instructions

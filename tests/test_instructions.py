@@ -149,3 +149,25 @@ def test_a_counted_result_asked_for_its_throughput_says_why_it_has_none() -> Non
                                                                             "instructions", LOWER)}, [], {})
     with pytest.raises(KeyError, match="counted under Valgrind.*without --dlperf-measure=instructions"):
         _ = counted.throughput
+
+
+def test_recording_one_measure_keeps_the_other_measures_figures(tmp_path) -> None:
+    """A counted --update-baselines run drops no timed figure of its test, nor a timed run the count;
+    a figure of the same measure that the test no longer writes is still dropped."""
+    from pytest_dlperf.judging.baselines import BaselineStore
+    from pytest_dlperf.result import HIGHER, LOWER, metric_from
+
+    key, hw = "test_x.py::test_x::fp32@smoke", "cpu-test"
+    timed = BaselineStore(tmp_path)
+    for name in ("throughput", "step_time_gone"):
+        timed.stage(hw, {}, key, metric_from(name, [10.0, 11.0], "samples/s", HIGHER), {})
+    timed.flush()
+    counted = BaselineStore(tmp_path)
+    counted.stage(hw, {}, key, metric_from("instructions_per_step", [5e7, 5e7], "instructions", LOWER), {})
+    counted.flush()
+    assert counted.pruned == []
+    retimed = BaselineStore(tmp_path)
+    retimed.stage(hw, {}, key, metric_from("throughput", [10.0, 11.0], "samples/s", HIGHER), {})
+    retimed.flush()
+    assert retimed.pruned == [(hw, key, "step_time_gone")]
+    assert set(BaselineStore(tmp_path).entries(hw)[key]) == {"throughput", "instructions_per_step"}

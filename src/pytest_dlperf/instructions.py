@@ -46,6 +46,11 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THRE
               "PYTHONHASHSEED": "0"}
 
 
+def measure_of(metric: str) -> str:
+    """Which measure writes ``metric``: "instructions" (a counted run) or "time" (every other figure)."""
+    return "instructions" if metric == METRIC else "time"
+
+
 class InstructionsUnavailable(RuntimeError):
     """This machine cannot count instructions; the message says why and how to fix it."""
 

@@ -14,7 +14,8 @@ Layout of ``baselines/<hardware-key>.json`` (sorted keys, two-space indent)::
 accepted by recording it) starts the history again. ``session`` names the pytest run that recorded
 it, so the noise model can tell one run's common shift from each figure's own noise. Format 1 files
 (no ``runs``) are read as one recorded run per figure. Recording a test drops the metrics its entry
-holds that the test no longer writes (stale ones).
+holds that the test no longer writes (stale ones), of the measure it recorded: a counted run
+(``--dlperf-measure=instructions``) leaves the timed figures alone, and a timed run the counts.
 
 Writing re-reads the file under an exclusive lock and merges, so entries of tests
 that did not run, and of other machines, are never lost, and two pytest processes
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from pytest_dlperf import instructions
 from pytest_dlperf.atomic import write_atomically
 from pytest_dlperf.result import Metric
 from pytest_dlperf.sample_stats import sample_stats
@@ -274,7 +276,8 @@ class BaselineStore:
                 current["hardware"] = self._hardware.get(hardware_key, current.get("hardware", {}))
                 for key, metrics in staged.items():
                     entry = current["entries"].setdefault(key, {})
-                    for name in sorted(set(entry) - set(metrics)):
+                    measured = {instructions.measure_of(name) for name in metrics}
+                    for name in sorted(n for n in set(entry) - set(metrics) if instructions.measure_of(n) in measured):
                         self.pruned.append((hardware_key, key, name))
                         del entry[name]
                     for name, rec in metrics.items():
