@@ -112,7 +112,7 @@ def train_every_kvstore(dlperf, kind, tmp_path, device="cpu"):
 
 #: Asynchronous SGD applies stale gradients in whatever order the workers push them: its smoke-size
 #: accuracy varies from run to run far beyond the synchronous stores' (docs/evidence.md).
-ASYNC_ACCURACY = pytest.mark.tolerance(accuracy_top1=0.3, accuracy_top5=0.3)
+ASYNC_ACCURACY = pytest.mark.tolerance(accuracy_top1=0.5, accuracy_top5=0.5)
 
 
 @pytest.mark.parametrize("kind", ("local", "device", "dist_sync", "dist_device_sync",

@@ -305,7 +305,8 @@ def test_a_shift_of_every_figure_fails_the_run_when_no_figure_fails_alone(pytest
     rec["software"]["framework"] = "torch"
     write_baseline(pytester, {f"test_shift.py::test_all::{label}@smoke": {"throughput": rec}
                               for label in "abcdefghij"})
-    result = run(pytester, "--junitxml=report.xml", "-rf")
+    # a CPU shift is held to 2.5 tolerances at least: at 5% that is 12.5%, so -16% is beyond it
+    result = run(pytester, "--junitxml=report.xml", "-rf", "--dlperf-tolerance=0.05")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*every torch throughput figure moved -16.0% together on *(the median of 10 "
                                  "throughput figures; the run's shift detects *%): this machine or this framework "

@@ -15,8 +15,8 @@ import statistics
 from collections import defaultdict
 from typing import Callable, Sequence
 
-from pytest_dlperf.judging.gates import FAMILY_ALPHA, Gate, family_alpha
-from pytest_dlperf.judging.noise import EXACT, SHIFT_FIGURES, MachineNoise
+from pytest_dlperf.judging.gates import CPU_SHIFT_TOLERANCES, FAMILY_ALPHA, Gate, family_alpha
+from pytest_dlperf.judging.noise import EXACT, SHIFT_FIGURES, MachineNoise, device_class
 from pytest_dlperf.judging.outcomes import INCONCLUSIVE, MISSING, OK, REGRESSION, UPDATED
 from pytest_dlperf.judging.verdict import COUNT, Verdict, log_change, outcome
 
@@ -61,7 +61,10 @@ def _shift_verdict(test: str, group: tuple[str, str, str], members: Sequence[Ver
     hardware, framework, kind = group
     direction = statistics.mode(v.direction for v in members)
     spread = noise.shift_spread(kind)
-    gate = Gate(min(v.tolerance for v in members), 0.0, spread.df, 1, alpha, spread.sd ** 2 + error)
+    floor = min(v.tolerance for v in members)
+    if kind == "throughput" and device_class(hardware) == "cpu":
+        floor *= CPU_SHIFT_TOLERANCES
+    gate = Gate(floor, 0.0, spread.df, 1, alpha, spread.sd ** 2 + error)
     worse = -centre if direction == "higher" else centre
     return Verdict(test=test, label=framework or "unknown", metric=f"{kind} {SHIFT}", unit="ratio",
                    direction=direction, observed=math.exp(centre), baseline=1.0, tolerance=gate.floor,
