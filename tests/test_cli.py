@@ -498,8 +498,8 @@ def test_summary_shows_a_b_ratios_and_paired_intervals(tmp_path, capsys):
     code, out, _ = run(capsys, "summary", str(report))
     assert code == 0
     assert "### A/B against the reference environment" in out
-    assert ("| `perf_tests/test_fake.py::test_ab` | fp32 | 0.874x | [0.861, 0.889] | regression | framework=torch "
-            in out)
+    assert ("| `perf_tests/test_fake.py::test_ab` | fp32 | 0.874x | [0.861, 0.889] | - | regression | "
+            "framework=torch " in out)
     assert "| setting | speedup | 0.59 [0.556, 0.631] | x |" in out
     assert "| pairs |" not in out and "paired_ratio" not in out  # group bookkeeping is not a metric
 

@@ -28,7 +28,8 @@ METRIC_FIELDS = ("iqr", "n", "unit", "verdict", "baseline", "direction", "interv
 #: ``dlperf.<label>.<key>`` that describe a scenario rather than measure it.
 LABEL_FIELDS = ("scenario", "software", "workers")
 #: A/B mode (``--dlperf-reference``): the comparison of a scenario with the reference environment.
-AB_FIELDS = ("ab_ratio", "ab_interval", "ab_verdict", "reference_software")
+AB_FIELDS = ("ab_ratio", "ab_interval", "ab_verdict", "ab_process_pairs", "reference_software", "reference_commit",
+             "candidate_commit")
 #: A paired group's ratio of a variant over the group's reference (its ``speedup`` figure carries it too).
 PAIRED_FIELDS = ("paired_ratio", "paired_interval", "paired_over", "pairs")
 #: The value of ``.detectable`` when the gate cannot detect a halving or a doubling.

@@ -33,7 +33,7 @@ class Commit:
         return self.sha[:10]
 
     def describe(self) -> str:
-        return f"{self.short} {self.subject!r}" + (f" {self.note}" if self.note else "")
+        return f"{self.short} '{self.subject}'" + (f" {self.note}" if self.note else "")
 
 
 def _git(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -117,13 +117,14 @@ def summary_markdown(tests: Sequence[TestRecord]) -> str:
     ab = [(t, label, fields) for t in tests for label, fields in t.ab.items()]
     if ab:
         lines += ["### A/B against the reference environment", "",
-                  "| test | scenario | candidate/reference | 95% interval | verdict | reference software |",
-                  "| --- | --- | ---: | --- | --- | --- |"]
+                  "| test | scenario | candidate/reference | 95% interval | process pairs | verdict | reference |",
+                  "| --- | --- | ---: | --- | ---: | --- | --- |"]
         for t, label, f in ab:
             interval = "[" + ", ".join(f"{float(b):.3f}" for b in f.get("ab_interval", "").split()) + "]"
             ratio = f"{float(f['ab_ratio']):.3f}x" if f.get("ab_ratio") else "-"
-            lines.append(f"| `{t.test}` | {_md(label)} | {ratio} | {interval} | "
-                         f"{f.get('ab_verdict', '-')} | {_md(f.get('reference_software', ''))} |")
+            reference = f.get("reference_commit") or f.get("reference_software", "")
+            lines.append(f"| `{t.test}` | {_md(label)} | {ratio} | {interval} | {f.get('ab_process_pairs', '-')} | "
+                         f"{f.get('ab_verdict', '-')} | {_md(reference)} |")
         lines.append("")
     scales = digest.unit_scales(metrics)
     for t in unique_tests(tests):
