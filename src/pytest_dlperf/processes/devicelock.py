@@ -171,7 +171,7 @@ def _acquire(path: Path, device: str, owner: str, timeout: float | None,
         while not _try_lock(lock_fd):
             waited = time.monotonic() - started
             if on_wait is not None and not announced:
-                limit = "without a limit" if timeout is None else f"up to {timeout:g} s"
+                limit = "without a limit" if timeout is None else f"up to {timeout:.0f} s"
                 on_wait(f"{_what(device)} {'are' if device == 'cpu' else 'is'} busy: {path} is held by "
                         f"{_describe_holder(path)}; waiting {limit} so the two runs do not distort each "
                         f"other's measurements")
