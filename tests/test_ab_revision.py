@@ -63,7 +63,7 @@ def test_a_revision_that_made_the_step_slower_fails_against_its_base(pytester: p
         "*1 scenario compared with the reference (threshold 5%): 1 slower (regression)*",
     ])
     (test,) = read_reports([pytester.path / "report.xml"])
-    properties = {key: value for (label, key), value in test.properties.items() if label == "mystep"}
+    properties = test.ab["mystep"]
     assert "'Add the step'" in properties["reference_commit"]
     assert properties["candidate_commit"].endswith("'Do the step's work three times'")
     assert int(properties["ab_process_pairs"]) >= 2
