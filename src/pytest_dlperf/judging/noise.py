@@ -157,9 +157,10 @@ class MachineNoise:
         return cls(device, figures, shifts, own, kinds, _shift_spreads(device, shifts))
 
     def unknown_shift(self, framework: str, kind: str) -> float:
-        """The variance a run's unknown shift adds to a figure's change: the shift's spread where the
-        figure's own spread was measured net of the sessions' shifts, else none (its runs hold it)."""
-        if kind == EXACT or not any(self.shifts.get((framework, kind), {}).values()):
+        """The variance a run's unknown shift adds to a figure's change: the shift's spread, also where
+        too few figures measured a session's shift, since runs recorded back to back hold none of the
+        drift between a recording and a later run."""
+        if kind == EXACT:
             return 0.0
         return self.shift_spread(kind).sd ** 2
 
