@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from pytest_dlperf.plugin import fixtures
-from pytest_dlperf.child.environment import Gpu
+from pytest_dlperf.child.gpus import Gpu
 from pytest_dlperf.processes.distributed.netns import unavailable_reason
 
 

@@ -11,10 +11,10 @@ import subprocess
 
 import pytest
 
-from pytest_dlperf.child import environment
+from pytest_dlperf.child import gpus as gpu_query
 from pytest_dlperf.plugin import markers
 from pytest_dlperf.child.cores import mxnet_core
-from pytest_dlperf.child.environment import Gpu, GpuCapability
+from pytest_dlperf.child.gpus import Gpu, GpuCapability
 from pytest_dlperf.scenario import Scenario, ScenarioError
 
 find_spec = importlib.util.find_spec
@@ -24,9 +24,9 @@ A100 = GpuCapability("NVIDIA A100-SXM4-40GB", 8, 0)
 
 @pytest.fixture(autouse=True)
 def _fresh_gpu_query():
-    environment.gpu_capabilities.cache_clear()
+    gpu_query.gpu_capabilities.cache_clear()
     yield
-    environment.gpu_capabilities.cache_clear()
+    gpu_query.gpu_capabilities.cache_clear()
 
 
 def test_h100_with_the_cu112_wheel_names_the_gpu_and_the_wheels_architectures():
@@ -50,10 +50,10 @@ def test_one_gpu_without_kernels_among_several_is_the_one_named():
 
 
 def test_no_gpu_query_possible_means_no_skip(monkeypatch):
-    monkeypatch.setattr(environment.shutil, "which", lambda name: None)
-    monkeypatch.setattr(environment.importlib.util, "find_spec",
+    monkeypatch.setattr(gpu_query.shutil, "which", lambda name: None)
+    monkeypatch.setattr(gpu_query.importlib.util, "find_spec",
                         lambda name, *a: None if name == "torch" else find_spec(name, *a))
-    assert environment.gpu_capabilities() is None
+    assert gpu_query.gpu_capabilities() is None
     assert mxnet_core.unsupported_gpu(None, "mxnet-cu112", "1.9.1") is None
 
 
@@ -80,21 +80,21 @@ def fake_run(stdout: str = "", fails: bool = False):
 
 
 def test_nvidia_smi_gives_name_and_capability_of_the_visible_gpus(monkeypatch):
-    monkeypatch.setattr(environment.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
-    monkeypatch.setattr(environment.subprocess, "run",
+    monkeypatch.setattr(gpu_query.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(gpu_query.subprocess, "run",
                         fake_run("0, NVIDIA A100-SXM4-40GB, 8.0\n1, NVIDIA H100 80GB HBM3, 9.0\n"))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-    assert environment.gpu_capabilities() == (H100,)
+    assert gpu_query.gpu_capabilities() == (H100,)
     assert H100.sm == "sm_90"
 
 
 def test_an_old_driver_without_compute_cap_falls_back_to_torch(monkeypatch):
-    monkeypatch.setattr(environment.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
-    monkeypatch.setattr(environment.subprocess, "run", fake_run(fails=True))
-    assert environment.gpu_capabilities() is None  # torch's child query is refused by the same fake
-    environment.gpu_capabilities.cache_clear()
-    monkeypatch.setattr(environment, "_capabilities_from_torch", lambda: (A100,))
-    assert environment.gpu_capabilities() == (A100,)
+    monkeypatch.setattr(gpu_query.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(gpu_query.subprocess, "run", fake_run(fails=True))
+    assert gpu_query.gpu_capabilities() is None  # torch's child query is refused by the same fake
+    gpu_query.gpu_capabilities.cache_clear()
+    monkeypatch.setattr(gpu_query, "_capabilities_from_torch", lambda: (A100,))
+    assert gpu_query.gpu_capabilities() == (A100,)
 
 
 class FakeItem:

@@ -118,7 +118,7 @@ def test_environment_variable_sits_between_command_line_and_ini(pytester: pytest
 
 
 def test_default_profile_follows_the_hardware(pytester: pytest.Pytester) -> None:
-    from pytest_dlperf.child.environment import gpus
+    from pytest_dlperf.child.gpus import gpus
 
     pytester.makepyfile("def test_x(): pass")
     result = run(pytester)

@@ -221,7 +221,9 @@ class Scenario:
         )
 
     def _measure_text(self) -> str:
-        return ", instructions counted under Valgrind" if self.measure == "instructions" else ""
+        if self.measure != "instructions":
+            return ""
+        return ", instructions counted under Valgrind (its CPU model: x86-64 up to AVX2)"
 
     def _compilation_text(self) -> str:
         if self.compile != "off":

@@ -25,7 +25,8 @@ from typing import Any, Iterable
 
 import pytest
 
-from pytest_dlperf.child.environment import gpus, hardware_key
+from pytest_dlperf.child.environment import hardware_key
+from pytest_dlperf.child.gpus import gpus
 
 PLUGIN_NAME = "dlperf-benchmark"
 

@@ -29,7 +29,7 @@ import pytest
 
 from pytest_dlperf.plugin import markers
 from pytest_dlperf.processes.devicelock import device_lock, visible_gpus
-from pytest_dlperf.child.environment import Gpu, gpus
+from pytest_dlperf.child.gpus import Gpu, gpus
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 import pytest
 
-from pytest_dlperf.child.environment import gpus
+from pytest_dlperf.child.gpus import gpus
 from pytest_dlperf.scenario import FRAMEWORKS, INSTALL_HINTS, PRECISIONS
 from pytest_dlperf.judging.verdict import CHECKED_METRICS
 

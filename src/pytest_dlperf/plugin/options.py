@@ -14,7 +14,7 @@ from typing import Any, Callable, NamedTuple
 
 import pytest
 
-from pytest_dlperf.child.environment import gpus
+from pytest_dlperf.child.gpus import gpus
 from pytest_dlperf.processes.paired import DEFAULT_PAIRS, DEFAULT_PROCESSES
 from pytest_dlperf.scenario import MEASURES, PROFILES
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from pytest_dlperf.child.environment import gpus, hardware_key
+from pytest_dlperf.child.environment import hardware_key
+from pytest_dlperf.child.gpus import gpus
 from pytest_dlperf.judging.baselines import BaselineFileError, BaselineStore, split_entry_key
 from pytest_dlperf.judging import run_shift
 from pytest_dlperf.judging.gates import family_alpha

@@ -76,7 +76,7 @@ def visible_gpus(count: int | None = None, environ: Mapping[str, str] | None = N
             return []
         return [part.strip() for part in raw.split(",") if part.strip()]
     if count is None:
-        from pytest_dlperf.child.environment import gpus
+        from pytest_dlperf.child.gpus import gpus
 
         count = len(gpus())
     return [str(i) for i in range(count)]

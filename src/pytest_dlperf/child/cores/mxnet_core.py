@@ -50,7 +50,7 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
-from pytest_dlperf.child.environment import GpuCapability, gpu_capabilities
+from pytest_dlperf.child.gpus import GpuCapability, gpu_capabilities
 from pytest_dlperf.scenario import Scenario, ScenarioError
 from pytest_dlperf.child.synthetic import batches as synthetic_batches
 from pytest_dlperf.child.measure import measure
@@ -426,7 +426,7 @@ def _runs_on(gpu: GpuCapability, architectures: Sequence[tuple[int, int]]) -> bo
 def unsupported_gpu(gpus: Sequence[GpuCapability] | None = None, distribution: str | None = None,
                     version: str | None = None) -> str | None:
     """Why the installed MXNet wheel cannot run on a GPU here (a skip reason), or None when it can or
-    nobody can tell. Defaults: the visible GPUs (:func:`~pytest_dlperf.child.environment.gpu_capabilities`)
+    nobody can tell. Defaults: the visible GPUs (:func:`~pytest_dlperf.child.gpus.gpu_capabilities`)
     and the installed distribution; neither imports mxnet nor starts CUDA in this process."""
     if distribution is None:
         distribution, version = _installed_wheel()
