@@ -18,7 +18,8 @@ import sys
 import time
 from typing import Any, Callable
 
-from pytest_dlperf.child.cores.mxnet_core import MXNetTrainingLoop, apply_environment, check_supported, default_kvstore
+from pytest_dlperf.child.cores.mxnet_core import MXNetTrainingLoop, apply_environment
+from pytest_dlperf.child.cores.mxnet_support import check_supported, default_kvstore
 from pytest_dlperf.scenario import Scenario
 from pytest_dlperf.child.synthetic import batches
 

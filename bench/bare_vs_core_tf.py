@@ -20,7 +20,8 @@ import sys
 import time
 from typing import Any, Callable
 
-from pytest_dlperf.child.cores.tf_core import TfTrainingLoop, build_model, configure
+from pytest_dlperf.child.cores.tf_core import TfTrainingLoop, configure
+from pytest_dlperf.child.cores.tf_models import build_model
 from pytest_dlperf.child.measure import measure
 from pytest_dlperf.scenario import Scenario
 from pytest_dlperf.child.synthetic import batches

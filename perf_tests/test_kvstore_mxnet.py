@@ -29,7 +29,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_dlperf.processes import distributed as dist
-from pytest_dlperf.child.cores.mxnet_core import unsupported_gpu
+from pytest_dlperf.child.cores.mxnet_support import unsupported_gpu
 from perf_tests.claims.scaling import ScalingClaim, check_two_workers
 
 pytestmark = pytest.mark.framework("mxnet")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_dlperf.child.cores.mxnet_core import check_supported
+from pytest_dlperf.child.cores.mxnet_support import check_supported
 from pytest_dlperf.judging.stats import claim_decided
 from pytest_dlperf.scenario import ScenarioError
 

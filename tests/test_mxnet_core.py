@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from pytest_dlperf.child.cores import mxnet_core
+from pytest_dlperf.child.cores import mxnet_core, mxnet_support
 from pytest_dlperf.scenario import Scenario, ScenarioError
 
 
@@ -56,15 +56,15 @@ def test_scenario_model_names_map_to_the_gluon_zoo(given, expected):
 def test_unsupported_settings_are_refused_with_the_alternative(changes, words, monkeypatch):
     monkeypatch.delenv("DMLC_ROLE", raising=False)
     with pytest.raises(ScenarioError) as err:
-        mxnet_core.check_supported(scenario(**changes))
+        mxnet_support.check_supported(scenario(**changes))
     for word in words:
         assert word in str(err.value)
 
 
 def test_default_kvstore_is_device_on_gpu_and_local_on_cpu():
-    assert mxnet_core.default_kvstore(scenario()) == "local"
-    assert mxnet_core.default_kvstore(scenario(device="cuda")) == "device"
-    assert mxnet_core.default_kvstore(scenario(kvstore="device")) == "device"
+    assert mxnet_support.default_kvstore(scenario()) == "local"
+    assert mxnet_support.default_kvstore(scenario(device="cuda")) == "device"
+    assert mxnet_support.default_kvstore(scenario(kvstore="device")) == "device"
 
 
 def test_thread_counts_go_into_the_environment_before_mxnet_loads(monkeypatch):

@@ -13,7 +13,7 @@ import pytest
 
 from pytest_dlperf.child import gpus as gpu_query
 from pytest_dlperf.plugin import markers
-from pytest_dlperf.child.cores import mxnet_core
+from pytest_dlperf.child.cores import mxnet_core, mxnet_support
 from pytest_dlperf.child.gpus import Gpu, GpuCapability
 from pytest_dlperf.scenario import Scenario, ScenarioError
 
@@ -30,23 +30,23 @@ def _fresh_gpu_query():
 
 
 def test_h100_with_the_cu112_wheel_names_the_gpu_and_the_wheels_architectures():
-    reason = mxnet_core.unsupported_gpu([H100], "mxnet-cu112", "1.9.1")
+    reason = mxnet_support.unsupported_gpu([H100], "mxnet-cu112", "1.9.1")
     assert reason == (
         "mxnet 1.9.1 (mxnet-cu112) has kernels for sm_50-sm_86 only and no PTX; this GPU, NVIDIA H100 80GB HBM3, "
         "is sm_90: it cannot run here (use a GPU of compute capability 5.0 to 8.x, or an MXNet build for sm_90)"
     )
-    assert "mxnet-cu117" in mxnet_core.unsupported_gpu([H100], "mxnet-cu117", "1.9.1")
+    assert "mxnet-cu117" in mxnet_support.unsupported_gpu([H100], "mxnet-cu117", "1.9.1")
 
 
 @pytest.mark.parametrize("gpu", [A100, GpuCapability("NVIDIA GeForce RTX 4090", 8, 9),
                                  GpuCapability("Tesla T4", 7, 5), GpuCapability("Tesla V100-SXM2-16GB", 7, 0)])
 def test_a_gpu_the_wheel_has_sass_for_is_not_skipped(gpu):
     # sm_89 and sm_75 run the sm_86 and sm_70 SASS: same major, newer minor
-    assert mxnet_core.unsupported_gpu([gpu], "mxnet-cu112", "1.9.1") is None
+    assert mxnet_support.unsupported_gpu([gpu], "mxnet-cu112", "1.9.1") is None
 
 
 def test_one_gpu_without_kernels_among_several_is_the_one_named():
-    assert "NVIDIA H100" in mxnet_core.unsupported_gpu([A100, H100], "mxnet-cu112", "1.9.1")
+    assert "NVIDIA H100" in mxnet_support.unsupported_gpu([A100, H100], "mxnet-cu112", "1.9.1")
 
 
 def test_no_gpu_query_possible_means_no_skip(monkeypatch):
@@ -54,21 +54,21 @@ def test_no_gpu_query_possible_means_no_skip(monkeypatch):
     monkeypatch.setattr(gpu_query.importlib.util, "find_spec",
                         lambda name, *a: None if name == "torch" else find_spec(name, *a))
     assert gpu_query.gpu_capabilities() is None
-    assert mxnet_core.unsupported_gpu(None, "mxnet-cu112", "1.9.1") is None
+    assert mxnet_support.unsupported_gpu(None, "mxnet-cu112", "1.9.1") is None
 
 
 @pytest.mark.parametrize("distribution, version", [("mxnet", "1.9.1"), ("mxnet-mkl", "1.6.0"),
                                                    ("mxnet-cu112", "2.0.0b1"), (None, None)])
 def test_a_wheel_not_in_the_table_is_not_guessed_at(distribution, version, monkeypatch):
     # the CPU wheel has no CUDA at all: on a GPU the core says so; on a CPU this check never runs
-    monkeypatch.setattr(mxnet_core, "_installed_wheel", lambda: (distribution, version))
-    assert mxnet_core.unsupported_gpu([H100]) is None
+    monkeypatch.setattr(mxnet_support, "_installed_wheel", lambda: (distribution, version))
+    assert mxnet_support.unsupported_gpu([H100]) is None
 
 
 def test_the_installed_wheel_is_read_from_its_metadata(monkeypatch):
-    monkeypatch.setattr(mxnet_core, "_installed_wheel", lambda: ("mxnet-cu112", "1.9.1"))
-    monkeypatch.setattr(mxnet_core, "gpu_capabilities", lambda: (H100,))
-    assert "mxnet 1.9.1 (mxnet-cu112)" in mxnet_core.unsupported_gpu()
+    monkeypatch.setattr(mxnet_support, "_installed_wheel", lambda: ("mxnet-cu112", "1.9.1"))
+    monkeypatch.setattr(mxnet_support, "gpu_capabilities", lambda: (H100,))
+    assert "mxnet 1.9.1 (mxnet-cu112)" in mxnet_support.unsupported_gpu()
 
 
 def fake_run(stdout: str = "", fails: bool = False):
@@ -114,10 +114,10 @@ def test_a_gpu_marked_mxnet_test_is_skipped_before_any_child_starts(monkeypatch)
     monkeypatch.setattr(markers.importlib.util, "find_spec",
                         lambda name, *a: object() if name == "mxnet" else find_spec(name, *a))
     monkeypatch.setattr(markers, "gpus", lambda: (Gpu("NVIDIA H100 80GB HBM3", "550.54", 81559),))
-    monkeypatch.setattr(mxnet_core, "_installed_wheel", lambda: ("mxnet-cu112", "1.9.1"))
-    monkeypatch.setattr(mxnet_core, "gpu_capabilities", lambda: (H100,))
+    monkeypatch.setattr(mxnet_support, "_installed_wheel", lambda: ("mxnet-cu112", "1.9.1"))
+    monkeypatch.setattr(mxnet_support, "gpu_capabilities", lambda: (H100,))
     gpu_test = FakeItem(pytest.mark.framework("mxnet"), pytest.mark.gpu)
-    assert markers.validate(gpu_test) == [mxnet_core.unsupported_gpu([H100], "mxnet-cu112", "1.9.1")]
+    assert markers.validate(gpu_test) == [mxnet_support.unsupported_gpu([H100], "mxnet-cu112", "1.9.1")]
     assert markers.validate(FakeItem(pytest.mark.framework("mxnet"))) == []  # a CPU test runs
     assert markers.validate(FakeItem(pytest.mark.framework("torch"), pytest.mark.gpu)) in (
         [], ["torch is not installed in this environment: " + markers.INSTALL_HINTS["torch"][1]])

@@ -9,7 +9,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
-from pytest_dlperf.child.cores import tf_core  # noqa: E402
+from pytest_dlperf.child.cores import tf_core, tf_models  # noqa: E402
 from pytest_dlperf.processes.runner import ScenarioFailed, run_scenario  # noqa: E402
 from pytest_dlperf.scenario import Scenario, ScenarioError  # noqa: E402
 
@@ -25,17 +25,17 @@ def tiny(**changes) -> Scenario:
 
 
 def test_resnet18_has_torchvisions_parameter_count():
-    model = tf_core.resnet18((224, 224, 3), 1000)
+    model = tf_models.resnet18((224, 224, 3), 1000)
     trainable = sum(int(v.shape.num_elements()) for v in model.trainable_variables)
     assert trainable == TORCHVISION_RESNET18_PARAMETERS
     assert model.output_shape == (None, 1000)
 
 
 def test_model_names_map_to_keras_applications():
-    assert tf_core._application("resnet50") is keras.applications.ResNet50
-    assert tf_core._application("mobilenet_v2") is keras.applications.MobileNetV2
+    assert tf_models._application("resnet50") is keras.applications.ResNet50
+    assert tf_models._application("mobilenet_v2") is keras.applications.MobileNetV2
     with pytest.raises(ScenarioError, match="no model 'resnet19'.*resnet50"):
-        tf_core.build_model(tiny(model="resnet19"))
+        tf_models.build_model(tiny(model="resnet19"))
 
 
 def test_flops_are_three_forward_passes_less_the_unused_input_gradient():

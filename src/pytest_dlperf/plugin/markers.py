@@ -165,7 +165,7 @@ def validate(item: pytest.Item) -> list[str]:
         if found < needed:
             skips.append(f"needs {needed} CUDA device(s), found {found}: run it on a GPU runner (pytest -m gpu)")
         elif "mxnet" in frameworks_of(item):
-            from pytest_dlperf.child.cores.mxnet_core import unsupported_gpu
+            from pytest_dlperf.child.cores.mxnet_support import unsupported_gpu
 
             reason = unsupported_gpu()
             if reason:
