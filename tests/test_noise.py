@@ -97,7 +97,7 @@ def test_a_figure_too_few_to_measure_a_shift_still_counts_the_run_shift() -> Non
     many = MachineNoise.build(HW, entries(suite(rng, figures=10)))
     assert few.unknown_shift("torch", "throughput") == few.shift_spread("throughput").sd ** 2 > 0
     assert many.unknown_shift("torch", "throughput") == many.shift_spread("throughput").sd ** 2 > 0
-    assert few.unknown_shift("torch", EXACT) == 0.0
+    assert few.unknown_shift("torch", EXACT) == few.unknown_shift("torch", "instructions") == 0.0
 
 
 def test_a_kind_with_nothing_recorded_has_the_stated_prior_of_its_device() -> None:

@@ -50,6 +50,9 @@ SHIFT_PRIORS: dict[str, dict[str, float]] = {
 }
 #: What a stated prior weighs, in degrees of freedom.
 PRIOR_DF = 4.0
+#: Kinds that do not depend on when they are measured: their recorded runs, whenever taken, hold all
+#: they move between runs (instruction counts repeat to a few hundredths of a percent across sessions).
+UNTIMED_KINDS = (EXACT, "instructions")
 #: A kind needs this many figures in a session before its median is a shift and not one figure's change.
 SHIFT_FIGURES = 3
 
@@ -158,9 +161,9 @@ class MachineNoise:
 
     def unknown_shift(self, framework: str, kind: str) -> float:
         """The variance a run's unknown shift adds to a figure's change: the shift's spread, also where
-        too few figures measured a session's shift, since runs recorded back to back hold none of the
-        drift between a recording and a later run."""
-        if kind == EXACT:
+        too few figures measured a session's shift, since timings recorded back to back hold none of the
+        drift between a recording and a later run. Counts have no such drift (:data:`UNTIMED_KINDS`)."""
+        if kind in UNTIMED_KINDS:
             return 0.0
         return self.shift_spread(kind).sd ** 2
 
