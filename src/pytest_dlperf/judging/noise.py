@@ -160,10 +160,10 @@ class MachineNoise:
         return cls(device, figures, shifts, own, kinds, _shift_spreads(device, shifts))
 
     def unknown_shift(self, framework: str, kind: str) -> float:
-        """The variance a run's unknown shift adds to a figure's change: the shift's spread, also where
-        too few figures measured a session's shift, since timings recorded back to back hold none of the
-        drift between a recording and a later run. Counts have no such drift (:data:`UNTIMED_KINDS`)."""
-        if kind in UNTIMED_KINDS:
+        """The variance a run's unknown shift adds to a figure's change: the shift's spread where the
+        figure's own spread was measured net of the sessions' shifts, else none (its runs hold the drift
+        when recorded at different times). Counts have no such drift (:data:`UNTIMED_KINDS`)."""
+        if kind in UNTIMED_KINDS or not any(self.shifts.get((framework, kind), {}).values()):
             return 0.0
         return self.shift_spread(kind).sd ** 2
 
