@@ -4,7 +4,7 @@
 #   1. the first run passes and reports missing baselines,
 #   2. pytest --update-baselines three times (each run adds one run to every figure's history),
 #   3. the next run passes against them,
-#   4. a step 25% slower (TINY_LM_SLOWDOWN=0.25) fails as a regression,
+#   4. a step 35% slower (TINY_LM_SLOWDOWN=0.35) fails as a regression,
 #   5. with Valgrind: the step's instructions counted (--dlperf-measure=instructions), recorded three times,
 #      and a step with one extra 7 MB tensor copy (about 1% more instructions) fails as a regression,
 #   6. the project as a git repository with two commits, the second widening the model: A/B of the working
@@ -72,8 +72,8 @@ run_pytest compare
 expect compare "tiny_lm +throughput .* tokens/s .* (no change|ok|improvement|inconclusive)"
 expect compare " 0 regressions"
 
-step "4. a step 25% slower (TINY_LM_SLOWDOWN=0.25) fails as a regression"
-export TINY_LM_SLOWDOWN=0.25
+step "4. a step 35% slower (TINY_LM_SLOWDOWN=0.35) fails as a regression"
+export TINY_LM_SLOWDOWN=0.35
 run_pytest slowed
 unset TINY_LM_SLOWDOWN
 [ "$code" = 1 ] || fail "the slowed run exited $code, expected 1 (a test failed)"
