@@ -7,8 +7,10 @@ import pytest
 
 from pytest_dlperf import instructions
 from pytest_dlperf.child import measure as measure_module
+from pytest_dlperf.judging.baselines import BaselineStore
 from pytest_dlperf.judging.gates import INSTRUCTION_TOLERANCE, floor_for
 from pytest_dlperf.judging.noise import kind_of
+from pytest_dlperf.result import HIGHER, LOWER, TrainingResult, metric_from
 from pytest_dlperf.scenario import Scenario, ScenarioError
 
 DUMP = """\
@@ -140,10 +142,7 @@ def test_without_valgrind_counted_tests_skip_with_the_install_hint(pytester: pyt
     ])
 
 
-
 def test_a_counted_result_asked_for_its_throughput_says_why_it_has_none() -> None:
-    from pytest_dlperf.result import LOWER, TrainingResult, metric_from
-
     scenario = Scenario(framework="torch", model="resnet18", measure="instructions")
     counted = TrainingResult(scenario, {"instructions_per_step": metric_from("instructions_per_step", [1.0, 1.0],
                                                                             "instructions", LOWER)}, [], {})
@@ -154,9 +153,6 @@ def test_a_counted_result_asked_for_its_throughput_says_why_it_has_none() -> Non
 def test_recording_one_measure_keeps_the_other_measures_figures(tmp_path) -> None:
     """A counted --update-baselines run drops no timed figure of its test, nor a timed run the count;
     a figure of the same measure that the test no longer writes is still dropped."""
-    from pytest_dlperf.judging.baselines import BaselineStore
-    from pytest_dlperf.result import HIGHER, LOWER, metric_from
-
     key, hw = "test_x.py::test_x::fp32@smoke", "cpu-test"
     timed = BaselineStore(tmp_path)
     for name in ("throughput", "step_time_gone"):

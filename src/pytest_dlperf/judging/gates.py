@@ -63,6 +63,12 @@ def floor_for(metric: str, run: float, marker: float | None = None, explicit: fl
     return max(floor, COMPILE_TIME_TOLERANCE) if metric.startswith("compile_time") else floor
 
 
+def shift_floor(kind: str, device: str, tolerance: float) -> float:
+    """The tolerance a run's common shift of ``kind`` is held to at least, from its figures' smallest
+    ``tolerance``: a CPU run's throughput shift to :data:`CPU_SHIFT_TOLERANCES` of it."""
+    return tolerance * CPU_SHIFT_TOLERANCES if (kind, device) == ("throughput", "cpu") else tolerance
+
+
 def family_alpha(figures: int, share: str = "check", family: float = FAMILY_ALPHA) -> float:
     """The one-sided level of each of ``figures`` judged at this ``share`` of the run's budget."""
     return family * BUDGET[share] / sum(BUDGET.values()) / max(figures, 1)

@@ -15,7 +15,7 @@ import statistics
 from collections import defaultdict
 from typing import Callable, Sequence
 
-from pytest_dlperf.judging.gates import CPU_SHIFT_TOLERANCES, FAMILY_ALPHA, Gate, family_alpha
+from pytest_dlperf.judging.gates import FAMILY_ALPHA, Gate, family_alpha, shift_floor
 from pytest_dlperf.judging.noise import EXACT, SHIFT_FIGURES, MachineNoise, device_class
 from pytest_dlperf.judging.outcomes import INCONCLUSIVE, MISSING, OK, REGRESSION, UPDATED
 from pytest_dlperf.judging.verdict import COUNT, Verdict, log_change, outcome
@@ -61,9 +61,7 @@ def _shift_verdict(test: str, group: tuple[str, str, str], members: Sequence[Ver
     hardware, framework, kind = group
     direction = statistics.mode(v.direction for v in members)
     spread = noise.shift_spread(kind)
-    floor = min(v.tolerance for v in members)
-    if kind == "throughput" and device_class(hardware) == "cpu":
-        floor *= CPU_SHIFT_TOLERANCES
+    floor = shift_floor(kind, device_class(hardware), min(v.tolerance for v in members))
     gate = Gate(floor, 0.0, spread.df, 1, alpha, spread.sd ** 2 + error)
     worse = -centre if direction == "higher" else centre
     return Verdict(test=test, label=framework or "unknown", metric=f"{kind} {SHIFT}", unit="ratio",
