@@ -1,6 +1,6 @@
 """Trials of the instruction count as a user runs it: the example project, counted, judged by pytest.
 
-    python bench/instruction_trials.py [--trials 20] [--extra-mb 7] [--parallel 2] [--out FILE]
+    python bench/instruction_trials.py [--trials 20] [--extra-mb 18] [--parallel 2] [--out FILE]
                                        [--project DIR --only aa|extra]
 
 The example project (examples/own_step) is copied to a temporary folder; three
@@ -70,7 +70,7 @@ def read_log(log: Path) -> dict[str, object] | None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=20)
-    parser.add_argument("--extra-mb", type=float, default=7.0)
+    parser.add_argument("--extra-mb", type=float, default=18.0)
     parser.add_argument("--parallel", type=int, default=2)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--project", type=Path, help="an earlier call's project folder, its records kept")

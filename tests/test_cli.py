@@ -368,6 +368,58 @@ def test_compare_on_a_real_report_judges_its_figures(tmp_path, capsys):
     assert code == 1 and "-50.0%" in row and "REGRESSION (p=" in row, out
 
 
+SLEEPY_STEP = """
+import os, time
+import torch
+
+def make_step(scenario):
+    model = torch.nn.Linear(4, 2)
+    x, y = torch.randn(8, 4), torch.randint(0, 2, (8,))
+    pause = 0.01 * (1 + float(os.environ.get("SLEEPY_SLOWDOWN", "0")))
+
+    def step():
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        time.sleep(pause)
+        return loss.detach()
+
+    return step
+"""
+SLEEPY_TEST = """
+import pytest
+
+@pytest.mark.tolerance(0.6)
+def test_sleepy(dlperf):
+    dlperf.check(dlperf.run(dlperf.scenario("torch", "sleepy", step="sleepy:make_step", batch_size=8,
+                                            warmup_steps=1, rounds=3, steps_per_round=5)))
+"""
+
+
+@pytest.mark.framework("torch")
+def test_compare_of_a_tolerance_marked_test_gives_the_verdicts_the_plugin_gave(pytester, capsys, monkeypatch):
+    """Three recorded runs, then the step 20% and 300% longer under a 60% tolerance marker: ``dlperf compare``
+    of the last recording against each judged report (the first two as --history) agrees with the plugin."""
+    pytester.makepyfile(sleepy=SLEEPY_STEP, test_sleepy=SLEEPY_TEST)
+    for i in (1, 2, 3):
+        pytester.runpytest_subprocess("-p", "no:cacheprovider", "--update-baselines",
+                                      f"--junitxml=rec{i}.xml").assert_outcomes(passed=1)
+    history = [str(pytester.path / f"rec{i}.xml") for i in (1, 2)]
+    seen = {}
+    for slowdown, outcome in (("0.2", "passed"), ("3", "failed")):
+        monkeypatch.setenv("SLEEPY_SLOWDOWN", slowdown)
+        pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--junitxml=judged{slowdown}.xml"
+                                      ).assert_outcomes(**{outcome: 1})
+        judged = pytester.path / f"judged{slowdown}.xml"
+        (figure,) = [m for t in read_reports([judged]) for m in t.metrics if m.metric == "throughput"]
+        capsys.readouterr()  # pytester's own output
+        code, out, _ = run(capsys, "compare", str(pytester.path / "rec3.xml"), str(judged), "--history", *history)
+        row = next(line for line in out.splitlines() if " throughput " in line)
+        shown = {"ok": "no change", "regression": "REGRESSION"}[figure.verdict]
+        assert shown in row and code == (figure.verdict == "regression"), (figure.verdict, out)
+        assert f"±{figure.tolerance:.1%}" in row or f"±{figure.detectable:.1%}" in row, out
+        seen[slowdown] = figure.verdict
+    assert seen == {"0.2": "ok", "3": "regression"}  # a step 20% longer is inside the marker's 60%; 300% is not
+
+
 # --- plot --------------------------------------------------------------------------------------
 
 def test_plot_draws_throughput_speedup_and_scaling_charts(tmp_path, capsys):

@@ -6,8 +6,8 @@ model and warming up run uninstrumented; around each timed round the child switc
 on, zeroes callgrind's counters, runs the round's steps, dumps the count and switches it off again,
 through Valgrind's client requests in a small C shim built here once per machine. The figure is
 ``instructions_per_step``: user-space instructions of one step, on Valgrind's CPU model (x86-64 up to
-AVX2, whatever the host has), with one compute thread and a fixed hash seed so that the same code
-counts the same work (docs/instructions.md).
+AVX2, whatever the host has) with the math libraries' kernels held below FMA, one compute thread and a
+fixed hash seed so that the same code counts the same work (docs/instructions.md).
 
 The parent side (:func:`unavailable`, :func:`build_shim`, :func:`command_prefix`,
 :func:`child_environment`) and the child side (:class:`Counter`) share this module because they share
@@ -44,6 +44,11 @@ INSTALL_HINT = "install Valgrind and a C compiler (Debian/Ubuntu: apt-get instal
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
               "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1", "MXNET_CPU_WORKER_NTHREADS": "1",
               "PYTHONHASHSEED": "0"}
+#: The math libraries' kernels held below FMA: Valgrind emulates every lane of a fused multiply-add in a
+#: helper call, which makes an AVX2 step of MKL, oneDNN or OpenBLAS many times slower to count
+#: (docs/instructions.md). MKL has no AVX-only path, so it runs at SSE4.2.
+WITHOUT_FMA = {"MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "ONEDNN_MAX_CPU_ISA": "AVX", "DNNL_MAX_CPU_ISA": "AVX",
+               "OPENBLAS_CORETYPE": "Sandybridge"}
 
 
 def measure_of(metric: str) -> str:
@@ -102,7 +107,7 @@ def command_prefix(out_dir: Path) -> list[str]:
 
 
 def child_environment(shim: Path, out_dir: Path) -> dict[str, str]:
-    return {**ONE_THREAD, SHIM_VARIABLE: str(shim), OUT_VARIABLE: str(out_dir)}
+    return {**ONE_THREAD, **WITHOUT_FMA, SHIM_VARIABLE: str(shim), OUT_VARIABLE: str(out_dir)}
 
 
 def read_total(text: str) -> int:

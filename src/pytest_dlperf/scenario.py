@@ -223,7 +223,8 @@ class Scenario:
     def _measure_text(self) -> str:
         if self.measure != "instructions":
             return ""
-        return ", instructions counted under Valgrind (its CPU model: x86-64 up to AVX2)"
+        return (", instructions counted under Valgrind (its CPU model: x86-64 up to AVX2; MKL, oneDNN and OpenBLAS "
+                "without FMA)")
 
     def _compilation_text(self) -> str:
         if self.compile != "off":
