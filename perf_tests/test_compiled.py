@@ -87,7 +87,7 @@ def compare(dlperf, eager, *compiled, cpu: bool, request, claim: bool = True, pa
     paired = dlperf.run_paired(eager, *compiled, build_one_at_a_time=True, **options)
     runs = [paired.results[s.label] for s in (eager, *compiled)]
     for s in compiled:
-        dlperf.speedup(f"{s.label}_vs_{eager.label}", paired.ratio(s.label))
+        dlperf.ledger.speedup(f"{s.label}_vs_{eager.label}", paired.ratio(s.label))
     dlperf.check(*runs)
     assert_trains(*runs)
     for s in compiled:

@@ -48,11 +48,11 @@ def _group(dlperf, framework, nodeid):
         base = dlperf.scenario(framework, MODEL, **(SMOKE if dlperf.profile == "smoke" else {}))
         settings = [s for s in tuning.seed_003_settings(framework) if not s.skip_reason]
         test = nodeid.rsplit("[", 1)[0]
-        recorded = {s.name: dlperf.recorded_runs(f"{test}[{framework}-{s.name}]", s.name, "speedup")
+        recorded = {s.name: dlperf.ledger.recorded_runs(f"{test}[{framework}-{s.name}]", s.name, "speedup")
                     for s in settings}
         _groups[key] = dlperf.run_paired(*(s.apply(base) for s in settings), record=False, pairs=PAIRS,
                                          settle_seconds=tuning.group_settle_seconds(framework),
-                                         decided=None if dlperf.updating else tuning.gain_decided(recorded))
+                                         decided=None if dlperf.ledger.updating else tuning.gain_decided(recorded))
     return _groups[key]
 
 
@@ -102,7 +102,7 @@ def test_cpu_setting_against_default(dlperf, framework, name, request):
     request.node.user_properties.append((f"dlperf.{name}.settings", setting.describe()))
     request.node.user_properties.append(("dlperf.topology", tuning.topology().describe()))
     group = _group(dlperf, framework, request.node.nodeid)
-    run = dlperf.record(group.results[name])
+    run = dlperf.ledger.record(group.results[name])
     if name == "default":
         _assert_untuned(framework, run)
         dlperf.check(run)
@@ -110,15 +110,15 @@ def test_cpu_setting_against_default(dlperf, framework, name, request):
 
     _assert_applied(setting, run)
     ratio = group.ratio(name)
-    dlperf.speedup(name, ratio)
+    dlperf.ledger.speedup(name, ratio)
     effect = tuning.describe_effect(ratio)
     request.node.user_properties.append((f"dlperf.{name}.judgement", effect))
     if decide(ratio, tuning.EFFECT_THRESHOLD) == REGRESSION:
         request.node.user_properties.append((f"dlperf.{name}.slower_than_default", f"{ratio.estimate:.3f}"))
         warnings.warn(tuning.SlowdownWarning(
             f"{framework} {name} ({setting.describe()}) is SLOWER than the default: {effect}"), stacklevel=1)
-    recorded = dlperf.stored(run, "speedup", label=name)
+    recorded = dlperf.ledger.stored(run, "speedup", label=name)
     dlperf.check(run)
     lost = tuning.lost_gain(recorded.runs if recorded else (), ratio)
-    if lost and not dlperf.updating:
+    if lost and not dlperf.ledger.updating:
         pytest.fail(f"{framework} {name} ({setting.describe()}): {lost}", pytrace=False)

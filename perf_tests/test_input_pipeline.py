@@ -77,9 +77,10 @@ def _base(dlperf, framework, reserve_cores=0):
     if reason:
         pytest.skip(f"{reason}: it cannot train from real data yet")
     shapes = dict(SMOKE) if dlperf.profile == "smoke" else {}
-    if reserve_cores and dlperf.device == "cpu":
-        shapes["intra_op_threads"] = max(1, usable_cpus() - reserve_cores)
-    return dlperf.scenario(framework, MODEL, num_classes=SPEC.num_classes, **shapes)
+    base = dlperf.scenario(framework, MODEL, num_classes=SPEC.num_classes, **shapes)
+    if reserve_cores and base.device == "cpu":
+        base = base.replace(intra_op_threads=max(1, usable_cpus() - reserve_cores))
+    return base
 
 
 def _compute_only(dlperf, base, label):
@@ -103,14 +104,14 @@ def _three_figures(dlperf, base, data_dir, workers, suffix=""):
     data = FRAMEWORK_FORMATS[base.framework]
     computes = _compute_only(dlperf, base, "compute_only")
     real = base.replace(data=data, data_dir=str(data_dir), loader_workers=workers)
-    loader = dlperf.run_loader_only(real.replace(label=f"loader_only{suffix}"))
+    loader = dlperf.run(real.replace(label=f"loader_only{suffix}"), loader_only=True)
     effective = dlperf.run(real.replace(label=f"effective{suffix}"))
     assert "input_pipeline" in effective.details, (
         f"the {base.framework} core is listed with {REAL_DATA!r} in train.CAPABILITIES but its result "
         "has no details['input_pipeline']: did it train on synthetic data instead?")
     computes = _compute_only(dlperf, base, "compute_only_after")
     balance = balance_of(_mean_throughput(computes), loader.throughput.value, effective.throughput.value)
-    dlperf.metric(f"loader_only{suffix}", "throughput", loader.throughput.samples, "samples/s")
+    dlperf.ledger.metric(f"loader_only{suffix}", "throughput", loader.throughput.samples, "samples/s")
     return computes[0], loader, effective, balance
 
 
@@ -130,9 +131,9 @@ def test_loader_is_not_the_bottleneck(dlperf, framework, data_root, request):
                                record=False, pairs=PAIRS, decided=decided_at(THRESHOLD))
     compute, loader = paired.results["compute_only"], paired.results["loader_only"]
     ratio = paired.ratio("loader_only")
-    dlperf.record(compute)
-    dlperf.metric("loader_only", "throughput", loader.throughput.samples, "samples/s")
-    dlperf.speedup("loader_only_vs_compute_only", ratio)
+    dlperf.ledger.record(compute)
+    dlperf.ledger.metric("loader_only", "throughput", loader.throughput.samples, "samples/s")
+    dlperf.ledger.speedup("loader_only_vs_compute_only", ratio)
     effective = dlperf.run(real.replace(label="effective"))
     assert "input_pipeline" in effective.details, (
         f"the {framework} core is listed with {REAL_DATA!r} in train.CAPABILITIES but its result "

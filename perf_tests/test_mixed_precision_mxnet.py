@@ -50,7 +50,7 @@ def test_amp_fp16_is_at_least_1_8x_fp32_on_gpu(dlperf, gpu, model):
                                decided=claim_decided(MIN_AMP_SPEEDUP))
     fp32, amp = paired.results["fp32"], paired.results["amp_fp16_dynamic"]
     ratio = paired.ratio("amp_fp16_dynamic")
-    dlperf.speedup("amp_fp16_vs_fp32", ratio, floor=MIN_AMP_SPEEDUP)
+    dlperf.ledger.speedup("amp_fp16_vs_fp32", ratio, floor=MIN_AMP_SPEEDUP)
     dlperf.check(fp32, amp)
 
     for run in (fp32, amp):

@@ -54,7 +54,7 @@ def test_amp_fp16_is_at_least_1_8x_fp32_on_gpu(dlperf, gpu):
                                decided=claim_decided(MIN_AMP_SPEEDUP))
     fp32, same_batch, seed_batch = (paired.results[k] for k in ("fp32", *labels))
     for label in labels:
-        dlperf.speedup(f"{label}_vs_fp32", paired.ratio(label), floor=MIN_AMP_SPEEDUP)
+        dlperf.ledger.speedup(f"{label}_vs_fp32", paired.ratio(label), floor=MIN_AMP_SPEEDUP)
     dlperf.check(fp32, same_batch, seed_batch)
 
     assert_trained(fp32, same_batch, seed_batch)
@@ -75,8 +75,8 @@ def test_tf32_and_bf16_on_gpu_are_not_slower_than_strict_fp32(dlperf, gpu):
                                base.replace(precision="amp_bf16"))
     fp32, tf32, bf16 = (paired.results[k] for k in ("fp32", "tf32", "amp_bf16"))
     tf32_ratio, bf16_ratio = paired.ratio("tf32"), paired.ratio("amp_bf16")
-    dlperf.speedup("tf32_vs_fp32", tf32_ratio)
-    dlperf.speedup("amp_bf16_vs_fp32", bf16_ratio, floor=MIN_AMP_SPEEDUP)
+    dlperf.ledger.speedup("tf32_vs_fp32", tf32_ratio)
+    dlperf.ledger.speedup("amp_bf16_vs_fp32", bf16_ratio, floor=MIN_AMP_SPEEDUP)
     dlperf.check(fp32, tf32, bf16)
 
     assert_trained(tf32, bf16)

@@ -35,8 +35,8 @@ def test_amp_fp16_is_at_least_1_8x_fp32_on_gpu(dlperf, gpu, model):
                                             label="amp_fp16_static256"),
                                decided=claim_decided(MIN_AMP_SPEEDUP))
     fp32, amp, amp_static = (paired.results[k] for k in ("fp32", "amp_fp16_dynamic", "amp_fp16_static256"))
-    dlperf.speedup("amp_fp16_vs_fp32", paired.ratio("amp_fp16_dynamic"), floor=MIN_AMP_SPEEDUP)
-    dlperf.speedup("amp_fp16_static256_vs_fp32", paired.ratio("amp_fp16_static256"), floor=MIN_AMP_SPEEDUP)
+    dlperf.ledger.speedup("amp_fp16_vs_fp32", paired.ratio("amp_fp16_dynamic"), floor=MIN_AMP_SPEEDUP)
+    dlperf.ledger.speedup("amp_fp16_static256_vs_fp32", paired.ratio("amp_fp16_static256"), floor=MIN_AMP_SPEEDUP)
     dlperf.check(fp32, amp, amp_static)
 
     for run in (fp32, amp, amp_static):
@@ -56,8 +56,8 @@ def test_tf32_and_bf16_on_gpu_are_not_slower_than_strict_fp32(dlperf, gpu):
                                base.replace(precision="amp_bf16"))
     fp32, tf32, bf16 = (paired.results[k] for k in ("fp32", "tf32", "amp_bf16"))
     tf32_ratio, bf16_ratio = paired.ratio("tf32"), paired.ratio("amp_bf16")
-    dlperf.speedup("tf32_vs_fp32", tf32_ratio)
-    dlperf.speedup("amp_bf16_vs_fp32", bf16_ratio, floor=MIN_AMP_SPEEDUP)
+    dlperf.ledger.speedup("tf32_vs_fp32", tf32_ratio)
+    dlperf.ledger.speedup("amp_bf16_vs_fp32", bf16_ratio, floor=MIN_AMP_SPEEDUP)
     dlperf.check(fp32, tf32, bf16)
 
     assert bf16.loss_fell() and tf32.loss_fell()

@@ -65,12 +65,12 @@ def test_gpt_trains_and_holds_its_tokens_per_second(dlperf, precision):
 def test_gpt_compiled_trains_and_records_its_compile(dlperf, tmp_path):
     """torch.compile (inductor) of the same model: the compiled step trains, its cold compile time and
     graph breaks are recorded and held against the baselines (a new graph break fails the check)."""
-    device = dlperf.device
-    if device == "cpu" and cxx_compiler() is None:
+    scenario = dlperf.scenario("torch", "gpt", compile="default", label="compiled",
+                               env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")})
+    if scenario.device == "cpu" and cxx_compiler() is None:
         pytest.skip("torch.compile's CPU backend (inductor) compiles C++: no C++ compiler ($CXX, g++, c++ or "
                     "clang++) on PATH; install one (Debian: apt-get install g++)")
-    run = dlperf.run(dlperf.scenario("torch", "gpt", compile="default", label="compiled",
-                                     env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}))
+    run = dlperf.run(scenario)
     dlperf.check(run)
     assert_trains(run)
     assert_counts_tokens(run)
@@ -88,7 +88,7 @@ def test_gpt2_small_amp_is_at_least_1_8x_fp32_on_gpu(dlperf, gpu):
                                base.replace(precision="amp_bf16"), decided=claim_decided(MIN_AMP_SPEEDUP))
     fp32, fp16, bf16 = (paired.results[k] for k in ("fp32", "amp_fp16", "amp_bf16"))
     for label in ("amp_fp16", "amp_bf16"):
-        dlperf.speedup(f"{label}_vs_fp32", paired.ratio(label), floor=MIN_AMP_SPEEDUP)
+        dlperf.ledger.speedup(f"{label}_vs_fp32", paired.ratio(label), floor=MIN_AMP_SPEEDUP)
     dlperf.check(fp32, fp16, bf16)
 
     for run in (fp32, fp16, bf16):
@@ -110,7 +110,7 @@ def test_gpt2_small_compiled_is_not_slower_than_eager_on_gpu(dlperf, gpu, tmp_pa
     eager, compiled = base.replace(label="eager"), base.replace(compile="default", label="compiled")
     paired = dlperf.run_paired(eager, compiled, build_one_at_a_time=True)
     ratio = paired.ratio("compiled")
-    dlperf.speedup("compiled_vs_eager", ratio)
+    dlperf.ledger.speedup("compiled_vs_eager", ratio)
     dlperf.check(*paired.results.values())
     for run in paired.results.values():
         assert_trains(run)

@@ -291,7 +291,7 @@ def test_all(dlperf):
     r = dlperf.run(dlperf.scenario("torch", "resnet18", image_size=32, batch_size=4, warmup_steps=1, rounds=2,
                                    steps_per_round=1))
     for label in "abcdefghij":
-        dlperf.metric(label, "throughput", [84.0], "samples/s")
+        dlperf.ledger.metric(label, "throughput", [84.0], "samples/s")
     dlperf.check(r)
 """
 
@@ -501,9 +501,9 @@ def test_a_scenario_that_pins_its_threads_is_filed_under_this_machine(pytester: 
 
 
 def test_a_test_reads_its_own_stored_figure_and_knows_when_it_records(pytester: pytest.Pytester) -> None:
-    """``dlperf.stored(result, metric, label=)`` is the recorded baseline of one of the test's figures
-    (a derived one by its label), None before any is recorded; ``dlperf.recorded_runs`` finds any test's
-    recorded values by node id before anything runs; ``dlperf.updating`` says whether the run records.
+    """``dlperf.ledger.stored(result, metric, label=)`` is the recorded baseline of one of the test's figures
+    (a derived one by its label), None before any is recorded; ``dlperf.ledger.recorded_runs`` finds any test's
+    recorded values by node id before anything runs; ``dlperf.ledger.updating`` says whether the run records.
     The tuning test plans its group and fails a setting the baseline recorded as faster with them."""
     pytester.makepyfile(test_train="""
 import pytest
@@ -514,12 +514,12 @@ def test_train(dlperf):
     s = dlperf.scenario("torch", "resnet18", image_size=32, batch_size=4, warmup_steps=1, rounds=2,
                         steps_per_round=1)
     r = dlperf.run(s)
-    dlperf.speedup("tuned", PairedRatio((1.3,) * 4, 1.3, 1.2, 1.4, 0.95, units=2))
-    stored = dlperf.stored(r, "speedup", label="tuned")
-    mine = dlperf.stored(r, "throughput")
-    print("STORED", None if stored is None else stored.runs, mine is not None, dlperf.updating)
-    print("BY NODE ID", dlperf.recorded_runs("test_train.py::test_train", "tuned", "speedup"),
-          dlperf.recorded_runs("test_train.py::test_other", "tuned", "speedup"))
+    dlperf.ledger.speedup("tuned", PairedRatio((1.3,) * 4, 1.3, 1.2, 1.4, 0.95, units=2))
+    stored = dlperf.ledger.stored(r, "speedup", label="tuned")
+    mine = dlperf.ledger.stored(r, "throughput")
+    print("STORED", None if stored is None else stored.runs, mine is not None, dlperf.ledger.updating)
+    print("BY NODE ID", dlperf.ledger.recorded_runs("test_train.py::test_train", "tuned", "speedup"),
+          dlperf.ledger.recorded_runs("test_train.py::test_other", "tuned", "speedup"))
     dlperf.check(r)
 """)
     first = run(pytester, "-s", "--update-baselines")

@@ -47,7 +47,7 @@ def check_two_workers(dlperf: Any, claim: ScalingClaim, network: str, batch_size
     per_worker = [statistics.median(w["throughput"]) for w in two_result.workers]
     efficiency = scaling_efficiency(base, per_worker)
     rounds = zip(*[w["throughput"] for w in two_result.workers])
-    dlperf.metric(f"two_workers_{network}", "scaling_efficiency", [sum(r) / (2 * base) for r in rounds], "x")
+    dlperf.ledger.metric(f"two_workers_{network}", "scaling_efficiency", [sum(r) / (2 * base) for r in rounds], "x")
     dlperf.check(single, pair)
 
     acc1, acc2 = one_result.workers[0]["accuracy"], two_result.workers[0]["accuracy"]
@@ -82,7 +82,7 @@ def check_paired_workers(dlperf: Any, claim: ScalingClaim, network: str, batch_s
     pair = as_training_result(two_job, two_result, f"{'two' if n == 2 else n}_workers_{network}")
     ratio = paired.ratio(two_label)
     floor = claim.min_efficiency.get(network)
-    dlperf.speedup(f"per_worker_{n}_vs_1_{network}", ratio, floor=floor)
+    dlperf.ledger.speedup(f"per_worker_{n}_vs_1_{network}", ratio, floor=floor)
     dlperf.check(*([single] if check_single else []), pair)
 
     base = statistics.median(paired.throughput[one_label])

@@ -2,7 +2,7 @@
 
 Imported by the per-framework entry points (``cores/torch_ddp.py``, ``cores/tf_mwms.py``,
 ``cores/mxnet_dist.py``) in the rank process. It imports only the standard library and
-:mod:`.protocol` (numpy, the synthetic data and the scenario when a helper needs them): a rank
+:mod:`.protocol`, :mod:`.measure`, :mod:`.synthetic` (numpy) and the scenario: a rank
 never loads the parent's orchestration (supervise, remote, launchers, netns) or judging code
 (``tests/test_child_imports.py`` holds that).
 
@@ -23,7 +23,10 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, NoReturn, Sequence
 
 from pytest_dlperf.atomic import write_atomically
+from pytest_dlperf.child.measure import StdinPacer
+from pytest_dlperf.child.synthetic import class_templates
 from pytest_dlperf.protocol import CONFIG_ENV, HEARTBEAT, RESULT_LINE
+from pytest_dlperf.scenario import Scenario
 
 #: The job config key that makes a rank paced (the parent sets it; ranks read it).
 PACED = "paced"
@@ -133,8 +136,6 @@ def dataset(samples: int, image_size: int, num_classes: int, seed: int, noise: f
     """
     import numpy as np
 
-    from pytest_dlperf.child.synthetic import class_templates
-
     templates = class_templates(num_classes, image_size, seed)
     rng = np.random.default_rng([seed, 0 if split == "train" else 1])
     labels = rng.integers(0, num_classes, size=samples, dtype=np.int64)
@@ -157,8 +158,6 @@ def shard(images: Any, labels: Any, step: int, rank: int, world: int, batch: int
 
 def scenario_of(config: Mapping[str, Any], total_steps: int, framework: str) -> Any:
     """The measure() schedule (a Scenario): warm-up, then rounds of equal steps, all of ``total_steps`` training."""
-    from pytest_dlperf.scenario import Scenario
-
     rounds = max(1, min(int(config.get("rounds", 4)), total_steps))
     warmup = min(int(config.get("warmup_steps", 2)), total_steps - rounds)
     per_round = (total_steps - warmup) // rounds
@@ -201,8 +200,6 @@ class RankPacer:
     rewarms = False
 
     def __init__(self, rank: int, barrier: Callable[[], Any] | None):
-        from pytest_dlperf.child.measure import StdinPacer  # the worker's own protocol; only a paced rank needs it
-
         self._stdin = StdinPacer() if rank == 0 else None
         self._barrier = barrier
 

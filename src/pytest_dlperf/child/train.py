@@ -17,6 +17,7 @@ import traceback
 from typing import Any
 
 from pytest_dlperf.child.environment import hardware_key, host_record
+from pytest_dlperf.child.measure import StdinPacer, pace_rounds
 from pytest_dlperf.lifeline import die_with_parent
 from pytest_dlperf.protocol import ERROR, EXIT_ERROR, PACED_FLAG, PROGRESS_PREFIX, RESULT, write_result
 from pytest_dlperf.result import TrainingResult
@@ -117,7 +118,6 @@ def main(argv: list[str]) -> int:
     paced = PACED_FLAG in argv
     scenario_path, result_path = [a for a in argv if a != PACED_FLAG]
     if paced:  # driven round by round by the paired runner (pytest_dlperf.processes.paired)
-        from pytest_dlperf.child.measure import StdinPacer, pace_rounds
 
         pace_rounds(StdinPacer())
     try:

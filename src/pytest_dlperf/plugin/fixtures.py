@@ -29,6 +29,8 @@ import pytest
 
 from pytest_dlperf.plugin import markers
 from pytest_dlperf.processes.devicelock import device_lock, visible_gpus
+from pytest_dlperf.processes.distributed.launchers import NetnsLauncher, make_launcher
+from pytest_dlperf.processes.distributed.netns import NetnsCluster, unavailable_reason
 from pytest_dlperf.child.gpus import Gpu, gpus
 
 
@@ -118,7 +120,6 @@ def distributed(request: pytest.FixtureRequest, options: Any) -> Iterator[Hosts]
     if name == "netns":
         yield from _netns_hosts(workers, rate)
         return
-    from pytest_dlperf.processes.distributed.launchers import make_launcher
 
     try:
         launcher = make_launcher(name, options.hostfile)
@@ -131,9 +132,6 @@ def distributed(request: pytest.FixtureRequest, options: Any) -> Iterator[Hosts]
 
 
 def _netns_hosts(workers: int, rate: str | None) -> Iterator[Hosts]:
-    from pytest_dlperf.processes.distributed.launchers import NetnsLauncher
-    from pytest_dlperf.processes.distributed.netns import NetnsCluster, unavailable_reason
-
     reason = unavailable_reason()
     if reason:
         pytest.skip(f"distributed(launcher='netns'): {reason}")

@@ -9,8 +9,10 @@ from typing import Any, Mapping
 import pytest
 
 from pytest_dlperf.child.gpus import gpus
+from pytest_dlperf.child.cores.mxnet_support import unsupported_gpu
 from pytest_dlperf.scenario import FRAMEWORKS, INSTALL_HINTS, PRECISIONS
 from pytest_dlperf.judging.verdict import CHECKED_METRICS
+from pytest_dlperf.processes.distributed.netns import validate_rate
 
 LAUNCHERS = ("local", "ssh", "mpi", "slurm", "netns")
 
@@ -79,7 +81,6 @@ def distributed_args(item: Any, mark: Any) -> tuple[int, str | None, str | None]
     if rate is not None:
         if launcher != "netns":
             raise _usage(item, mark, f"rate={rate!r} needs launcher='netns' (it shapes the namespaces' links)")
-        from pytest_dlperf.processes.distributed.netns import validate_rate
 
         try:
             validate_rate(rate)
@@ -165,8 +166,6 @@ def validate(item: pytest.Item) -> list[str]:
         if found < needed:
             skips.append(f"needs {needed} CUDA device(s), found {found}: run it on a GPU runner (pytest -m gpu)")
         elif "mxnet" in frameworks_of(item):
-            from pytest_dlperf.child.cores.mxnet_support import unsupported_gpu
-
             reason = unsupported_gpu()
             if reason:
                 skips.append(reason)

@@ -16,6 +16,7 @@ import pytest
 
 from pytest_dlperf.child.gpus import gpus
 from pytest_dlperf.processes.paired import DEFAULT_PAIRS, DEFAULT_PROCESSES
+from pytest_dlperf.processes.distributed.launchers import LAUNCHERS, HostfileError, make_launcher
 from pytest_dlperf.scenario import MEASURES, PROFILES
 
 #: The floor under every gate (docs/verdicts.md): a GPU's run-to-run noise is small enough for 5%; a
@@ -65,8 +66,6 @@ def _positive_int(text: str) -> int:
 
 
 def _launcher(text: str) -> str:
-    from pytest_dlperf.processes.distributed.launchers import LAUNCHERS
-
     choices = [name for name in LAUNCHERS if name != "netns"]
     if text not in choices:
         raise argparse.ArgumentTypeError(f"{text!r} is not a launcher; use one of: {', '.join(choices)} "
@@ -228,8 +227,6 @@ class Options(NamedTuple):
         if hostfile is not None and not hostfile.is_absolute():
             hostfile = Path(config.rootpath) / hostfile
         if launcher != "local":
-            from pytest_dlperf.processes.distributed.launchers import HostfileError, make_launcher
-
             if hostfile is None:
                 raise pytest.UsageError(f"--dlperf-launcher {launcher} needs --dlperf-hostfile PATH "
                                         "(one [user@]host[:port] per line)")

@@ -1,55 +1,51 @@
 """The ``dlperf`` fixture: builds a test's scenarios, runs them in children holding the devices' lock,
-and hands their figures to the report (:mod:`pytest_dlperf.figures`) and to judging
-(:mod:`pytest_dlperf.judging.judge`)."""
+and hands their figures to its ledger (:mod:`pytest_dlperf.plugin.ledger`), which records them in the
+report, derives figures and judges them; ``check`` fails the test on the verdicts."""
 
 from __future__ import annotations
 
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import pytest
 
 from pytest_dlperf import figures, instructions
-from pytest_dlperf.child.environment import emulated_precisions, hardware_key, isa_level
-from pytest_dlperf.judging.baselines import Baseline, entry_key
-from pytest_dlperf.judging.gates import floor_for
-from pytest_dlperf.judging.judge import judge
+from pytest_dlperf.child.environment import emulated_precisions, isa_level
 from pytest_dlperf.judging.stats import PairedRatio, decide, decided_at
-from pytest_dlperf.judging.verdict import CHECKED_METRICS, MISSING, REGRESSION, Verdict, failure_message
-from pytest_dlperf.plugin import markers
+from pytest_dlperf.judging.verdict import MISSING, REGRESSION, Verdict, failure_message
+from pytest_dlperf.plugin.ledger import Ledger
 from pytest_dlperf.plugin.session import DlperfSession
 from pytest_dlperf.processes.devicelock import DeviceLockTimeout, device_lock, visible_gpus
 from pytest_dlperf.processes.paired import DEFAULT_PROCESSES, PairedResult, Variant, pairs_for, run_paired
 from pytest_dlperf.processes.runner import PACKAGE_DIR, ScenarioFailed, run_loader_only, run_scenario
 from pytest_dlperf.profiles import COUNTED_ROUNDS, EMULATED_SHAPE, scenario_for
-from pytest_dlperf.result import HIGHER, Metric, TrainingResult, metric_from, paired_metric
+from pytest_dlperf.result import TrainingResult
 from pytest_dlperf.scenario import Scenario, ScenarioError
 
 
 class DlperfRun:
-    """The ``dlperf`` fixture: build scenarios, train them, check them against baselines."""
+    """The ``dlperf`` fixture: build scenarios, train them, check them against baselines.
+
+    It runs things; :attr:`ledger` records, derives, looks up and judges the figures.
+    """
 
     def __init__(self, session: DlperfSession, item: pytest.Item, workdir: Path):
         self._session = session
         self._item = item
         self._workdir = workdir
-        self._derived: list[tuple[str, Metric]] = []
-        self._results: list[TrainingResult] = []
+        #: The test's figures: ``record``, ``metric``, ``speedup``, ``stored``, ``recorded_runs``, ``updating``.
+        self.ledger = Ledger(session, item)
 
     @property
     def profile(self) -> str:
         return self._session.options.profile
 
-    @property
-    def device(self) -> str:
-        return "cuda" if self._item.get_closest_marker("gpu") else "cpu"
-
     def scenario(self, framework: str, model: str, **overrides: Any) -> Scenario:
         """A scenario in this run's profile; ``overrides`` win over the profile's shapes."""
         options = self._session.options
-        overrides.setdefault("device", self.device)
+        overrides.setdefault("device", "cuda" if self._item.get_closest_marker("gpu") else "cpu")
         overrides.setdefault("timeout", options.timeout)
         if options.rounds is not None:
             overrides.setdefault("rounds", options.rounds)
@@ -78,29 +74,29 @@ class DlperfRun:
         except ScenarioError as exc:
             pytest.fail(f"{self._item.nodeid}: bad scenario: {exc}", pytrace=False)
 
-    def run(self, scenario: Scenario) -> TrainingResult:
+    def run(self, scenario: Scenario, loader_only: bool = False) -> TrainingResult:
         """Train ``scenario`` in a child process; a crash or hang fails this test only.
 
         In A/B mode (``--dlperf-reference``) the scenario also runs under the reference
         interpreter, interleaved with this one (:meth:`run_paired`), and the test fails
         when this environment is slower than the A/B threshold.
+
+        ``loader_only``: run the input pipeline of ``scenario`` alone (:mod:`pytest_dlperf.child.loaders`),
+        holding the device lock like a training run, and do not record it: the caller picks the
+        figures to hold (``dlperf.ledger.metric``), as test_input_pipeline does with its throughput.
         """
+        if loader_only:
+            intro = f"reading {scenario.data} with {scenario.loader_workers} loader workers, no training"
+            return self._measured(scenario, intro,
+                                  lambda progress: run_loader_only(scenario, self._workdir / "loader", progress))
         if scenario.measure == "instructions":
             reason = instructions.unavailable()
             if reason:
                 pytest.skip(reason)
         elif self._session.options.ab_mode:
             return self._run_ab(scenario)
-        return self.record(self._measured(scenario, f"training {scenario.describe()}",
+        return self.ledger.record(self._measured(scenario, f"training {scenario.describe()}",
                                           lambda progress: run_scenario(scenario, self._workdir, progress)))
-
-    def run_loader_only(self, scenario: Scenario) -> TrainingResult:
-        """The input pipeline of ``scenario`` alone (:mod:`pytest_dlperf.child.loaders`), holding the device lock
-        like a training run; a crash or hang fails this test only. Not recorded: the caller picks the
-        figures to hold (``dlperf.metric``), as test_input_pipeline does with its throughput."""
-        intro = f"reading {scenario.data} with {scenario.loader_workers} loader workers, no training"
-        return self._measured(scenario, intro,
-                              lambda progress: run_loader_only(scenario, self._workdir / "loader", progress))
 
     def _measured(self, scenario: Scenario, intro: str,
                   child: Callable[[Callable[[str], None] | None], TrainingResult]) -> TrainingResult:
@@ -134,8 +130,8 @@ class DlperfRun:
         """Train ``variants`` interleaved (:mod:`pytest_dlperf.processes.paired`); the first is the reference.
 
         Every variant's merged result is recorded like :meth:`run`'s (``record=False``: the caller
-        records each with :meth:`record`, e.g. one test per variant of a shared group); each other variant's
-        ratio over the first is in ``.ratios`` (give it to :meth:`speedup`). The device lock
+        records each with ``ledger.record``, e.g. one test per variant of a shared group); each other variant's
+        ratio over the first is in ``.ratios`` (give it to ``ledger.speedup``). The device lock
         is held for the whole group. ``build_one_at_a_time``: each child builds and warms up alone
         (compiled scenarios: their compile time is measured without the other children's load);
         None: :func:`pytest_dlperf.processes.paired.build_width` chooses (one or two at a time on CPU, all on GPU).
@@ -191,20 +187,10 @@ class DlperfRun:
             + f" over {paired.reference}{more}")
         for key, result in paired.results.items():
             if record and (key != paired.reference or not options.ab_mode):
-                self.record(result)
+                self.ledger.record(result)
         for key, ratio in paired.ratios.items() if record else ():
             self._item.user_properties += figures.of_paired(key, ratio, paired.reference)
         return paired
-
-    def speedup(self, label: str, ratio: PairedRatio, floor: float | None = None) -> Metric:
-        """A paired ratio as the derived ``speedup`` metric: per-pair ratios, estimate and interval
-        go to the baselines and are judged by ``check`` with the other figures. ``floor``: the
-        speedup the test claims (it asserts it itself), recorded so charts draw it."""
-        metric = paired_metric("speedup", ratio)
-        self._add_derived(label, metric)
-        if floor is not None:
-            self._item.user_properties += figures.of_floor(label, metric.name, floor)
-        return metric
 
     def _run_ab(self, scenario: Scenario) -> TrainingResult:
         options = self._session.options
@@ -235,15 +221,6 @@ class DlperfRun:
                         f"{self._session.reference_description()}", pytrace=False)
         return result
 
-    def record(self, result: TrainingResult) -> TrainingResult:
-        """Add a result's figures to this test's report (``run`` does it for its own results;
-        ``check`` for any result it is given that was not recorded yet)."""
-        self._results.append(result)
-        if self._session.benchmarks is not None:
-            self._session.benchmarks.add(self._item, result, result.software)
-        self._item.user_properties += figures.of_result(result)
-        return result
-
     def _exclusive_devices(self, scenario: Scenario) -> Any:
         """Every scenario holds its devices' locks, so two pytest runs never time one device at once:
         the GPUs it sees, or the host's CPUs for a CPU scenario (two runs sharing cores distort
@@ -252,43 +229,15 @@ class DlperfRun:
         return device_lock(devices, timeout=scenario.timeout, owner=self._item.nodeid,
                            on_wait=self._session.console.for_scenario(scenario.label))
 
-    def metric(self, label: str, name: str, samples: Sequence[float], unit: str, direction: str = HIGHER) -> Metric:
-        """A derived figure (a speedup, a scaling efficiency) checked with the others by ``check``."""
-        metric = metric_from(name, samples, unit, direction)
-        self._add_derived(label, metric)
-        return metric
-
-    def _add_derived(self, label: str, metric: Metric) -> None:
-        self._derived.append((label, metric))
-        self._item.user_properties += figures.of_derived(label, metric)
-
     def check(self, *results: TrainingResult, tolerance: float | None = None) -> list[Verdict]:
-        """Compare every checked metric with this machine's baseline; fail on a regression.
+        """Compare every checked metric (and every figure derived since the last check) with this
+        machine's baseline (:meth:`Ledger.judge`); fail on a regression.
 
         With ``--update-baselines`` the figures are staged for writing instead.
         """
         options = self._session.options
-        marked = markers.tolerance_of(self._item)
         nodeid = self._item.nodeid
-        for result in results:  # e.g. a distributed job's: every judged figure is in the report with its value
-            if not any(result is seen for seen in self._results):
-                self.record(result)
-        pending: list[tuple[str, Metric, TrainingResult]] = [
-            (r.label, m, r) for r in results for m in r.metrics.values() if m.name in CHECKED_METRICS
-        ]
-        anchor = results[0] if results else (self._results[0] if self._results else None)
-        if anchor is None:
-            pytest.fail(f"{nodeid}: dlperf.check() needs at least one result from dlperf.run()", pytrace=False)
-        pending += [(label, m, anchor) for label, m in self._derived]
-        verdicts = judge(self._session.store, nodeid, self.profile, pending,
-                         floor=lambda name: floor_for(name, options.tolerance, marked.for_metric(name), tolerance),
-                         alpha=self._session.figure_alpha, update=bool(options.update))
-        for verdict in verdicts:
-            self._item.user_properties += figures.of_verdict(verdict)
-        self._derived.clear()
-        self._session.verdicts += verdicts
-        if self._session.benchmarks is not None:
-            self._session.benchmarks.add_verdicts(verdicts)
+        verdicts = self.ledger.judge(results, tolerance)
         # In A/B mode the reference environment, run beside this one, is the baseline that fails a test
         # (``run``); the stored figures are still compared and shown in the summary.
         if any(v.status == REGRESSION for v in verdicts) and not options.ab_mode:
@@ -300,24 +249,6 @@ class DlperfRun:
                         f"{hw} ({self._session.store.path(hw)}), and --dlperf-require-baselines is set. Record "
                         "them on this machine with pytest --update-baselines, then commit baselines/", pytrace=False)
         return verdicts
-
-    def stored(self, result: TrainingResult, metric: str, label: str | None = None) -> Baseline | None:
-        """The stored baseline of one of this test's figures on ``result``'s machine (``label``: a
-        derived figure's, such as a speedup's), or None when none is recorded."""
-        hw = result.environment.get("hardware_key", "unknown")
-        return self._session.store.lookup(hw, entry_key(self._item.nodeid, label or result.label, self.profile),
-                                          metric)
-
-    def recorded_runs(self, test: str, label: str, metric: str, device: str = "cpu") -> tuple[float, ...]:
-        """The run-level values recorded for ``label``'s ``metric`` in test ``test`` (a node id) on this host's
-        ``device``, before anything runs: what a group shared by several tests needs to plan its processes."""
-        found = self._session.store.lookup(hardware_key(device), entry_key(test, label, self.profile), metric)
-        return tuple(found.runs) if found else ()
-
-    @property
-    def updating(self) -> bool:
-        """``--update-baselines``: this run records its figures instead of being judged by them."""
-        return bool(self._session.options.update)
 
 
 def _headline(result: TrainingResult) -> str:

@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
+from pytest_dlperf.child.gpus import gpus
+
 ENV_DIR = "DLPERF_LOCK_DIR"
 DEFAULT_DIR = Path("/tmp/pytest-dlperf-locks")
 #: Where waits are announced when a caller gives no ``on_wait`` (the plugin sets its console):
@@ -76,8 +78,6 @@ def visible_gpus(count: int | None = None, environ: Mapping[str, str] | None = N
             return []
         return [part.strip() for part in raw.split(",") if part.strip()]
     if count is None:
-        from pytest_dlperf.child.gpus import gpus
-
         count = len(gpus())
     return [str(i) for i in range(count)]
 

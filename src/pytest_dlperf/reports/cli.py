@@ -92,7 +92,7 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_plot(args: argparse.Namespace, out: TextIO) -> int:
     tests = read_reports(args.reports)
     try:
-        from pytest_dlperf.reports import plots
+        from pytest_dlperf.reports import plots  # imports matplotlib, an optional dependency
     except ImportError as exc:
         raise ReportError(f"dlperf plot needs matplotlib ({exc}); install it with: pip install matplotlib") from None
     outdir = Path(args.out)

@@ -28,7 +28,7 @@ from typing import Sequence
 from pytest_dlperf.reports.combine import own_records
 from pytest_dlperf.reports.records import Key, MetricRecord, TestRecord, key_of
 from pytest_dlperf.result import LOWER
-from pytest_dlperf.units import readable
+from pytest_dlperf.units import count, readable
 
 #: A systematic shift: at least this share of a group's figures moved the same way beyond their tolerance ...
 SHIFT_SHARE = 0.75
@@ -197,8 +197,6 @@ class Digest:
 
     def verdict_line(self) -> str:
         """One line: what happened, and what was compared with what."""
-        from pytest_dlperf.units import count
-
         regressions = self.by_verdict("regression")
         head = "FAILED" if self.failed else "PASSED"
         parts = [count(len(regressions), "regression") + " beyond its noise" if len(regressions) == 1 else

@@ -163,7 +163,7 @@ def tests_section(tests: list[TestRecord], d: Digest | None = None, scales: Scal
 
 def charts_section(tests: list[TestRecord]) -> str:
     try:
-        from pytest_dlperf.reports import plots
+        from pytest_dlperf.reports import plots  # imports matplotlib, an optional dependency
     except ImportError as exc:
         return (f'<section id="charts"><h2>Charts</h2><p>No charts: matplotlib is not installed ({_e(exc)}); '
                 "pip install matplotlib.</p></section>")

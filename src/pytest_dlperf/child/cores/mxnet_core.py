@@ -53,6 +53,7 @@ from pytest_dlperf.child.cores.mxnet_support import (check_supported, default_kv
 from pytest_dlperf.scenario import Scenario, ScenarioError
 from pytest_dlperf.child.synthetic import batches as synthetic_batches
 from pytest_dlperf.child.measure import measure
+from pytest_dlperf.child.loaders import accuracy_metrics, evaluate_real_data
 
 if TYPE_CHECKING:
     import mxnet
@@ -200,6 +201,7 @@ class MXNetTrainingLoop:
         if scenario.data == "synthetic":
             self.data = self._synthetic()
         else:
+            # mxnet_loader imports mxnet, which this module loads only after train() sets its environment
             from pytest_dlperf.child.loaders import mxnet_loader
 
             self.loader = mxnet_loader.endless(scenario)
@@ -271,7 +273,7 @@ class MXNetTrainingLoop:
         statistics), after the timed rounds."""
         from mxnet import autograd
 
-        from pytest_dlperf.child.loaders import accuracy_metrics, mxnet_loader
+        from pytest_dlperf.child.loaders import mxnet_loader  # imports mxnet: loaded only after train() sets its env
 
         def logits_and_labels() -> Iterator[tuple[Any, Any]]:
             with autograd.predict_mode():
@@ -356,8 +358,6 @@ def environment(scenario: Scenario, loop: Any) -> dict[str, Any]:
 
 def train(scenario: Scenario, progress: Any = None) -> tuple[Any, list[float], dict[str, Any], dict[str, Any]]:
     """Entry point used by the worker: settle the environment, import mxnet, build, measure."""
-    from pytest_dlperf.child.loaders import evaluate_real_data
-
     check_supported(scenario)
     reason = unsupported_gpu() if scenario.device == "cuda" else None
     if reason:  # the plugin skips gpu-marked tests for this; here a scenario asked for CUDA by hand

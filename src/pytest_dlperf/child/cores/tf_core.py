@@ -34,6 +34,7 @@ import keras
 from pytest_dlperf.scenario import Scenario, ScenarioError
 from pytest_dlperf.child.synthetic import batches as synthetic_batches
 from pytest_dlperf.child.measure import measure
+from pytest_dlperf.child.loaders import accuracy_metrics, evaluate_real_data, tf_loader
 from pytest_dlperf.child.cores.tf_models import build_model
 
 #: Distinct synthetic batches cycled through (enough to defeat caching, small on the device).
@@ -221,8 +222,6 @@ class TfTrainingLoop:
             elif scenario.data == "synthetic":
                 self.data = self._synthetic()
             else:
-                from pytest_dlperf.child.loaders import tf_loader
-
                 self.loader = tf_loader.endless(scenario)
                 self.data = [next(self.loader)]  # one batch to trace the step and count FLOPs on
         self._i = 0
@@ -310,8 +309,6 @@ class TfTrainingLoop:
     def evaluate(self) -> dict[str, Any]:
         """Top-1/top-5 accuracy on the validation TFRecord in inference mode (BatchNorm moving
         statistics), after the timed rounds."""
-        from pytest_dlperf.child.loaders import accuracy_metrics, tf_loader
-
         infer = tf.function(lambda x: tf.cast(self.model(x, training=False), tf.float32), reduce_retracing=True)
 
         def logits_and_labels() -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -374,8 +371,6 @@ def configure(scenario: Scenario) -> None:
 
 def train(scenario: Scenario, progress: Any = None) -> tuple[Any, list[float], dict[str, Any], dict[str, Any]]:
     """Entry point used by the worker: build, measure, describe the environment."""
-    from pytest_dlperf.child.loaders import evaluate_real_data
-
     configure(scenario)
     loop = TfTrainingLoop(scenario)
     metrics, losses, details = measure(loop, scenario, progress)

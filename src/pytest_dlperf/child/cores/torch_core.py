@@ -28,6 +28,8 @@ from pytest_dlperf.child.environment import loaded_openmp_runtime
 from pytest_dlperf.scenario import Scenario, ScenarioError
 from pytest_dlperf.child.synthetic import batches as synthetic_batches
 from pytest_dlperf.child.measure import measure
+from pytest_dlperf.child import usercode
+from pytest_dlperf.child.loaders import accuracy_metrics, evaluate_real_data, torch_loader
 
 #: Distinct synthetic batches cycled through (enough to defeat caching, small on the device).
 SYNTHETIC_POOL = 4
@@ -81,8 +83,6 @@ def build_model(scenario: Scenario) -> torch.nn.Module:
 
 def _user_model(scenario: Scenario) -> torch.nn.Module:
     """Your ``model_factory(scenario)``: an nn.Module taking (batch, 3, H, W) images, giving class logits."""
-    from pytest_dlperf.child import usercode
-
     factory = usercode.load("model_factory", scenario.model_factory or "", scenario.import_path)
     model = usercode.call(f"{scenario.model_factory}(scenario)", factory, scenario)
     if not isinstance(model, torch.nn.Module):
@@ -133,8 +133,6 @@ class TorchTrainingLoop:
         elif scenario.data == "synthetic":
             self.data = self._synthetic()
         else:
-            from pytest_dlperf.child.loaders import torch_loader
-
             self.loader = torch_loader.endless(scenario)
             self.data = [self._to_device(next(self.loader))]  # one batch to count FLOPs on
         self._i = 0
@@ -256,8 +254,6 @@ class TorchTrainingLoop:
     @torch.no_grad()
     def evaluate(self) -> dict[str, Any]:
         """Top-1/top-5 accuracy on the held-out split, in eval mode, after (never inside) the timed rounds."""
-        from pytest_dlperf.child.loaders import accuracy_metrics, torch_loader
-
         self.model.eval()
         try:
             def logits_and_labels() -> Iterator[tuple[Any, Any]]:
@@ -318,8 +314,6 @@ def prepare(scenario: Scenario) -> None:
 
 def train(scenario: Scenario, progress: Any = None) -> tuple[Any, list[float], dict[str, Any], dict[str, Any]]:
     """Entry point used by the worker: build, measure, describe the environment."""
-    from pytest_dlperf.child.loaders import evaluate_real_data
-
     prepare(scenario)
     loop = TorchTrainingLoop(scenario)
     metrics, losses, details = measure(loop, scenario, progress)

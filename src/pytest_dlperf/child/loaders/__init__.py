@@ -31,6 +31,9 @@ import numpy as np
 
 from pytest_dlperf.child.datasets import (FRAMEWORK_FORMATS, DatasetError, ImageSetSpec, read_spec, recordio_paths,
                                           tfrecord_path)
+from pytest_dlperf.child.environment import hardware_key, host_record
+from pytest_dlperf.child.measure import StdinPacer, measure, pace_rounds
+from pytest_dlperf.child.train import failure_reason, progress
 from pytest_dlperf.lifeline import die_with_parent
 from pytest_dlperf.protocol import ERROR, EXIT_ERROR, PACED_FLAG, RESULT, write_result
 from pytest_dlperf.result import HIGHER, Metric, TrainingResult, metric_from
@@ -246,9 +249,6 @@ class LoaderLoop:
 
 def measure_loader(scenario: Scenario, progress: Callable[[str], None] | None = None) -> TrainingResult:
     """Images/s of the loader alone, warm-up excluded, in rounds: in this process."""
-    from pytest_dlperf.child.environment import hardware_key, host_record
-    from pytest_dlperf.child.measure import measure
-
     environment = host_record()  # before the framework starts and may pin this thread (see train.run)
     environment["hardware_key"] = hardware_key(scenario.device)
     check_data(scenario)
@@ -263,13 +263,10 @@ def measure_loader(scenario: Scenario, progress: Callable[[str], None] | None = 
 
 def main(argv: list[str]) -> int:
     """``python -m pytest_dlperf.child.loaders SCENARIO.json RESULT.json [--paced]``: the loader-only child."""
-    from pytest_dlperf.child.train import failure_reason, progress
-
     die_with_parent()
     paced = PACED_FLAG in argv
     scenario_path, result_path = [a for a in argv if a != PACED_FLAG]
     if paced:  # one side of a paired comparison (pytest_dlperf.processes.paired), e.g. against compute-only training
-        from pytest_dlperf.child.measure import StdinPacer, pace_rounds
 
         pace_rounds(StdinPacer())
     try:

@@ -32,7 +32,7 @@ from typing import Sequence
 
 from pytest_dlperf.processes.distributed.hosts import Host
 from pytest_dlperf.processes.distributed.launchers import MpiLauncher, SlurmLauncher, SshLauncher
-from pytest_dlperf.processes.distributed.netns import PREFIX_LEN, SUBNET_PREFIX, NetnsCluster
+from pytest_dlperf.processes.distributed.netns import HEAD_ADDRESS, PREFIX_LEN, SUBNET_PREFIX, NetnsCluster
 from pytest_dlperf.processes.distributed.netns import unavailable_reason as netns_unavailable
 
 ENGINES = ("ssh", "mpi", "slurm")
@@ -237,8 +237,6 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscrib
 
     @property
     def cluster_head_address(self) -> str:
-        from pytest_dlperf.processes.distributed.netns import HEAD_ADDRESS
-
         return HEAD_ADDRESS
 
     # ---------------------------------------------------------------- what tests use

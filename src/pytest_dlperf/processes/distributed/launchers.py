@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Mapping, Protocol, Sequence
 
 from pytest_dlperf.processes.distributed.hosts import Host, HostfileError, read_hostfile, slot_hosts
+from pytest_dlperf.processes.distributed.netns import unavailable_reason
 
 LAUNCHERS = ("local", "ssh", "mpi", "slurm", "netns")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -145,8 +146,6 @@ class NetnsLauncher:
         return ["ip", "netns", "exec", self.namespaces[slot % len(self.namespaces)], *command]
 
     def missing(self) -> str | None:
-        from pytest_dlperf.processes.distributed.netns import unavailable_reason
-
         return unavailable_reason()
 
 

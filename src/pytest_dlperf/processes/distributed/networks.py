@@ -5,7 +5,8 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-from pytest_dlperf.processes.distributed.launchers import Launcher, LocalLauncher
+from pytest_dlperf.processes.distributed.launchers import Launcher, LocalLauncher, NetnsLauncher
+from pytest_dlperf.processes.distributed.netns import NetnsCluster, unavailable_reason
 
 #: Where the workers of a test run: this host's loopback, or separate netns hosts (optionally rate-limited).
 NETWORKS = ("loopback", "netns", "netns_limited")
@@ -26,8 +27,6 @@ def network(kind: str, hosts: int, rate: str = "1gbit", launcher: Launcher | Non
         return
     if kind not in NETWORKS:
         raise ValueError(f"network {kind!r}: use one of {', '.join(NETWORKS)}")
-    from pytest_dlperf.processes.distributed.launchers import NetnsLauncher
-    from pytest_dlperf.processes.distributed.netns import NetnsCluster, unavailable_reason
 
     reason = unavailable_reason()
     if reason:
