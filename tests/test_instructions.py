@@ -8,7 +8,7 @@ import pytest
 from pytest_dlperf import instructions
 from pytest_dlperf.child import measure as measure_module
 from pytest_dlperf.judging.baselines import BaselineStore
-from pytest_dlperf.judging.gates import INSTRUCTION_TOLERANCE, floor_for
+from pytest_dlperf.judging.gates import INSTRUCTION_TOLERANCE, tolerance_for
 from pytest_dlperf.judging.noise import kind_of
 from pytest_dlperf.result import HIGHER, LOWER, TrainingResult, metric_from
 from pytest_dlperf.scenario import Scenario, ScenarioError
@@ -81,8 +81,8 @@ def test_counted_rounds_give_instructions_per_step_and_no_timing(monkeypatch: py
 
 def test_the_count_is_its_own_kind_held_to_half_a_percent_whatever_the_runs_tolerance() -> None:
     assert kind_of("instructions_per_step", "instructions") == "instructions"
-    assert floor_for("instructions_per_step", 0.25) == INSTRUCTION_TOLERANCE == 0.005
-    assert floor_for("instructions_per_step", 0.25, explicit=0.02) == 0.02
+    assert tolerance_for("instructions_per_step", 0.25) == INSTRUCTION_TOLERANCE == 0.005
+    assert tolerance_for("instructions_per_step", 0.25, explicit=0.02) == 0.02
 
 
 @pytest.mark.parametrize("changes, message", [

@@ -144,9 +144,9 @@ def test_a_framework_wide_loss_fails_as_a_shift() -> None:
     assert shifts[0].metric == "throughput shift" and shifts[0].observed == pytest.approx(0.7, rel=0.05)
 
 
-def test_a_cpu_runs_weather_below_its_shift_floor_is_not_a_shift() -> None:
+def test_a_cpu_runs_weather_below_its_shift_tolerance_is_not_a_shift() -> None:
     """Every throughput 15% slower on quiet recordings: beyond the learned shift gate, within the CPU's
-    floor of 2.5 tolerances (25%), so the weather of a shared VM between days does not fail the run."""
+    shift tolerance of 2.5 tolerances (25%), so the weather of a shared VM between days does not fail the run."""
     rng = random.Random(8)
     values = suite(rng, noise=0.02)
     _, shifts, _ = judged(values, {k: centre(v) * 0.85 for k, v in values.items()})

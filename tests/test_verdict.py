@@ -8,7 +8,7 @@ import random
 import pytest
 
 from pytest_dlperf.judging.baselines import Baseline
-from pytest_dlperf.judging.gates import FAMILY_ALPHA, BUDGET, Gate, family_alpha, floor_for, t_quantile
+from pytest_dlperf.judging.gates import FAMILY_ALPHA, BUDGET, Gate, family_alpha, t_quantile, tolerance_for
 from pytest_dlperf.judging.noise import Spread
 from pytest_dlperf.judging.verdict import IMPROVEMENT, INCONCLUSIVE, MISSING, OK, REGRESSION, compare, failure_message
 from pytest_dlperf.result import HIGHER, LOWER, metric_from
@@ -29,7 +29,7 @@ def verdict(now, runs=STEADY, direction=HIGHER, tolerance=0.10, **kwargs):
                    tolerance, **kwargs)
 
 
-# ------------------------------------------------------------------ direction and the floor
+# ------------------------------------------------------------------ direction and the tolerance
 
 
 @pytest.mark.parametrize("direction, factor, status", [
@@ -47,7 +47,7 @@ def test_direction_decides_which_way_is_worse(direction, factor, status) -> None
 
 
 def test_a_quiet_figure_is_gated_at_its_tolerance() -> None:
-    """Runs 1% apart: the noise bound is under the 10% floor, so the tolerance is the gate."""
+    """Runs 1% apart: the noise bound is under the 10% tolerance, so the tolerance is the gate."""
     assert verdict(89.0).status == REGRESSION
     assert verdict(91.0).status == OK
     assert verdict(89.0).gate == pytest.approx(1 - 1 / 1.1)  # a 10% change on the log scale, for the worse
@@ -153,8 +153,8 @@ def test_t_quantiles_match_the_tables() -> None:
     ("accuracy_top1", 0.10, 0.08, None, 0.08),  # ... a marker still widens them
     ("accuracy_top5", 0.10, None, 0.01, 0.01),
 ])
-def test_the_floor_follows_one_precedence(metric, run, marker, explicit, expected):
-    assert floor_for(metric, run, marker, explicit) == expected
+def test_the_tolerance_follows_one_precedence(metric, run, marker, explicit, expected):
+    assert tolerance_for(metric, run, marker, explicit) == expected
 
 
 # ------------------------------------------------------------------ reporting

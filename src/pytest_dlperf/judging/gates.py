@@ -10,8 +10,8 @@ with ``k`` the recorded runs, ``sd`` the figure's moderated run-to-run spread
 run's common shift while it is unknown (a test's own check), or the error of its estimate once the
 run has measured it (:mod:`pytest_dlperf.judging.run_shift`). Only a change for the worse fails, so
 the bound is one-sided: ``t(1 - alpha, df)`` times that deviation, with ``alpha`` the figure's share of
-the run's error budget (:data:`BUDGET`). The configured tolerance is a floor under the gate, never a
-ceiling: changes smaller than it are "no change" however quiet the figure is.
+the run's error budget (:data:`BUDGET`). The configured tolerance is the least the gate can be, never
+the most: changes smaller than it are "no change" however quiet the figure is.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ INSTRUCTION_TOLERANCE = 0.005
 CANNOT_DETECT = math.log(2.0)
 
 
-def floor_for(metric: str, run: float, marker: float | None = None, explicit: float | None = None) -> float:
+def tolerance_for(metric: str, run: float, marker: float | None = None, explicit: float | None = None) -> float:
     """The tolerance a figure is held to at least: ``dlperf.check(tolerance=)`` wins; a ``tolerance``
     marker widens the run's tolerance (``--dlperf-tolerance``) and never narrows it; compile times
     are held no tighter than :data:`COMPILE_TIME_TOLERANCE`. Accuracies, peak memory and instruction
@@ -59,11 +59,11 @@ def floor_for(metric: str, run: float, marker: float | None = None, explicit: fl
         run = MEMORY_TOLERANCE
     elif metric == "instructions_per_step":
         run = INSTRUCTION_TOLERANCE
-    floor = explicit if explicit is not None else max(run, marker) if marker is not None else run
-    return max(floor, COMPILE_TIME_TOLERANCE) if metric.startswith("compile_time") else floor
+    tolerance = explicit if explicit is not None else max(run, marker) if marker is not None else run
+    return max(tolerance, COMPILE_TIME_TOLERANCE) if metric.startswith("compile_time") else tolerance
 
 
-def shift_floor(kind: str, device: str, tolerance: float) -> float:
+def shift_tolerance(kind: str, device: str, tolerance: float) -> float:
     """The tolerance a run's common shift of ``kind`` is held to at least, from its figures' smallest
     ``tolerance``: a CPU run's throughput shift to :data:`CPU_SHIFT_TOLERANCES` of it."""
     return tolerance * CPU_SHIFT_TOLERANCES if (kind, device) == ("throughput", "cpu") else tolerance
@@ -86,7 +86,7 @@ class Gate:
     """How far a figure may move for the worse, on the log scale, and what that rests on."""
 
     #: The configured tolerance: changes smaller than this are never called, whatever the noise.
-    floor: float
+    tolerance: float
     #: The figure's run-to-run spread (log scale), moderated with its kind's.
     noise: float
     #: Degrees of freedom behind ``noise``.
@@ -108,7 +108,7 @@ class Gate:
         """The smallest log change for the worse this gate calls (never under the tolerance)."""
         if self.df <= 0:
             return math.inf
-        return max(t_quantile(1 - self.alpha, self.df) * self.scale, math.log1p(self.floor))
+        return max(t_quantile(1 - self.alpha, self.df) * self.scale, math.log1p(self.tolerance))
 
     def detects(self, direction: str) -> float | None:
         """The smallest relative change for the worse it calls (a throughput's loss, a memory's

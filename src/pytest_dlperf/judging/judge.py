@@ -17,11 +17,11 @@ HARDWARE_FACTS = ("cpu_model", "cpu_vendor", "cpu_family", "cpu_model_number", "
 
 
 def judge(store: BaselineStore, nodeid: str, profile: str,
-          figures: Sequence[tuple[str, Metric, TrainingResult]], floor: Callable[[str], float],
+          figures: Sequence[tuple[str, Metric, TrainingResult]], tolerance: Callable[[str], float],
           alpha: float, update: bool) -> list[Verdict]:
     """Each (label, figure, the result it came from) compared with its recorded runs on that result's
     machine, before the run's common shift is known (so its spread counts in the gate), its gate no
-    narrower than ``floor(metric name)`` and set at ``alpha``; when ``update``, each is staged as a
+    narrower than ``tolerance(metric name)`` and set at ``alpha``; when ``update``, each is staged as a
     new run instead and its verdict says ``updated``."""
     verdicts = []
     for label, metric, result in figures:
@@ -32,7 +32,7 @@ def judge(store: BaselineStore, nodeid: str, profile: str,
         framework = str(software.get("framework", ""))
         recorded = noise.figures.get((key, metric.name))
         kind = recorded.kind if recorded is not None else kind_of(metric.name, metric.unit)
-        verdict = compare(nodeid, label, metric, store.lookup(hw, key, metric.name), floor(metric.name), software,
+        verdict = compare(nodeid, label, metric, store.lookup(hw, key, metric.name), tolerance(metric.name), software,
                           reasons=result.details.get(f"{metric.name}_reasons", ()),
                           spread=noise.spread(key, metric.name, framework, kind), alpha=alpha,
                           shared=noise.unknown_shift(framework, kind), kind=kind)

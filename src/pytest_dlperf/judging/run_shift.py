@@ -15,7 +15,7 @@ import statistics
 from collections import defaultdict
 from typing import Callable, Sequence
 
-from pytest_dlperf.judging.gates import FAMILY_ALPHA, Gate, family_alpha, shift_floor
+from pytest_dlperf.judging.gates import FAMILY_ALPHA, Gate, family_alpha, shift_tolerance
 from pytest_dlperf.judging.noise import EXACT, SHIFT_FIGURES, MachineNoise, device_class
 from pytest_dlperf.judging.outcomes import INCONCLUSIVE, MISSING, OK, REGRESSION, UPDATED
 from pytest_dlperf.judging.verdict import COUNT, Verdict, log_change, outcome
@@ -61,11 +61,11 @@ def _shift_verdict(test: str, group: tuple[str, str, str], members: Sequence[Ver
     hardware, framework, kind = group
     direction = statistics.mode(v.direction for v in members)
     spread = noise.shift_spread(kind)
-    floor = shift_floor(kind, device_class(hardware), min(v.tolerance for v in members))
-    gate = Gate(floor, 0.0, spread.df, 1, alpha, spread.sd ** 2 + error)
+    tolerance = shift_tolerance(kind, device_class(hardware), min(v.tolerance for v in members))
+    gate = Gate(tolerance, 0.0, spread.df, 1, alpha, spread.sd ** 2 + error)
     worse = -centre if direction == "higher" else centre
     return Verdict(test=test, label=framework or "unknown", metric=f"{kind} {SHIFT}", unit="ratio",
-                   direction=direction, observed=math.exp(centre), baseline=1.0, tolerance=gate.floor,
+                   direction=direction, observed=math.exp(centre), baseline=1.0, tolerance=gate.tolerance,
                    status=outcome(worse, gate), p_value=gate.p_value(worse), hardware=hardware,
                    gate=gate.detects(direction), noise=spread.sd, runs=len(members), alpha=alpha, kind=kind,
                    framework=framework, df=spread.df,

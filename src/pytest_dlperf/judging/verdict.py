@@ -1,6 +1,6 @@
 """Comparing a run's figure with the figure's recorded runs: direction-aware, judged by the machine's noise.
 
-Each figure has a gate (:mod:`pytest_dlperf.judging.gates`): the configured tolerance as a floor,
+Each figure has a gate (:mod:`pytest_dlperf.judging.gates`): the configured tolerance at least,
 widened to the one-sided prediction bound its moderated noise gives at its share of the run's error
 budget. Outcomes for a measured figure:
 
@@ -46,7 +46,7 @@ class Verdict:
     observed: float
     #: The centre of the recorded runs (their geometric mean); None when there is no baseline.
     baseline: float | None
-    #: The configured tolerance: the floor under the gate.
+    #: The configured tolerance: the least the gate can be.
     tolerance: float
     status: str
     p_value: float | None = None
@@ -157,7 +157,7 @@ def log_change(observed: float, centre: float) -> float:
 
 def outcome(worse: float, gate: Gate) -> str:
     """The outcome of a change ``worse`` (log scale, positive = worse) at ``gate``."""
-    if abs(worse) <= math.log1p(gate.floor):
+    if abs(worse) <= math.log1p(gate.tolerance):
         return OK
     if gate.df <= 0 or abs(worse) <= gate.bound:
         return INCONCLUSIVE

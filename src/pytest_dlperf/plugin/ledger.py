@@ -11,7 +11,7 @@ import pytest
 from pytest_dlperf import figures
 from pytest_dlperf.child.environment import hardware_key
 from pytest_dlperf.judging.baselines import Baseline, entry_key
-from pytest_dlperf.judging.gates import floor_for
+from pytest_dlperf.judging.gates import tolerance_for
 from pytest_dlperf.judging.judge import judge
 from pytest_dlperf.judging.stats import PairedRatio
 from pytest_dlperf.judging.verdict import CHECKED_METRICS, Verdict
@@ -95,7 +95,8 @@ class Ledger:
             pytest.fail(f"{nodeid}: dlperf.check() needs at least one result from dlperf.run()", pytrace=False)
         pending += [(label, m, anchor) for label, m in self._derived]
         verdicts = judge(self._session.store, nodeid, self._profile, pending,
-                         floor=lambda name: floor_for(name, options.tolerance, marked.for_metric(name), tolerance),
+                         tolerance=lambda name: tolerance_for(name, options.tolerance, marked.for_metric(name),
+                                                              tolerance),
                          alpha=self._session.figure_alpha, update=bool(options.update))
         for verdict in verdicts:
             self._item.user_properties += figures.of_verdict(verdict)

@@ -19,8 +19,8 @@ from pytest_dlperf.processes.paired import DEFAULT_PAIRS, DEFAULT_PROCESSES
 from pytest_dlperf.processes.distributed.launchers import LAUNCHERS, HostfileError, make_launcher
 from pytest_dlperf.scenario import MEASURES, PROFILES
 
-#: The floor under every gate (docs/verdicts.md): a GPU's run-to-run noise is small enough for 5%; a
-#: virtual CPU's drifts more, and each figure's measured noise widens its own gate beyond the floor.
+#: The least every gate can be (docs/verdicts.md): a GPU's run-to-run noise is small enough for 5%; a
+#: virtual CPU's drifts more, and each figure's measured noise widens its own gate beyond it.
 DEFAULT_TOLERANCE = {"smoke": 0.10, "full": 0.05}
 #: The cap on generations of fresh processes for a paired comparison that is still inconclusive.
 DEFAULT_MAX_GENERATIONS = 6

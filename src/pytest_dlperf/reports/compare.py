@@ -10,7 +10,7 @@ from typing import Sequence, TextIO
 
 from pytest_dlperf import text
 from pytest_dlperf.judging.baselines import Baseline
-from pytest_dlperf.judging.gates import family_alpha, floor_for
+from pytest_dlperf.judging.gates import family_alpha, tolerance_for
 from pytest_dlperf.judging.noise import PRIOR_DF, PRIORS, SHIFT_PRIORS, Spread, device_class, kind_of
 from pytest_dlperf.judging.verdict import IMPROVEMENT, INCONCLUSIVE, OK, REGRESSION
 from pytest_dlperf.judging.verdict import compare as verdict_compare
@@ -62,7 +62,7 @@ def judge(old: MetricRecord, new: MetricRecord, tolerance: float, history: Seque
     delta = (new.value - old.value) / abs(old.value) if old.value else None
     if direction is None:
         return Change(UNJUDGED, delta, basis="-", guessed_direction=guessed)
-    tolerance = floor_for(new.metric, tolerance)
+    tolerance = tolerance_for(new.metric, tolerance)
     metric = Metric(name=new.metric, samples=new.samples or (new.value,), unit=new.unit, direction=direction,
                     estimate=new.value, interval=new.interval)
     baseline = Baseline(value=old.value, unit=old.unit, direction=direction, samples=old.samples,

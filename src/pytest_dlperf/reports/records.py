@@ -49,7 +49,7 @@ class MetricRecord:
     interval: tuple[float, float] | None = None
     #: Every timed round's figure (reports since samples were recorded; empty in older ones).
     samples: tuple[float, ...] = ()
-    #: The tolerance asked for (the floor under the figure's gate), as a fraction.
+    #: The tolerance asked for (the least the figure's gate can be), as a fraction.
     tolerance: float | None = None
     #: The figure the test claims at least (a speedup's floor), where the test recorded one.
     floor: float | None = None
