@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from pytest_dlperf.reports import digest
@@ -54,8 +56,7 @@ def test_a_shift_is_most_of_a_group_of_at_least_four_moving_one_way_beyond_its_t
 
 
 def test_the_verdict_line_says_what_happened_and_what_was_compared():
-    regressed = memory("t.py::a", 1.3e9, verdict="regression")
-    regressed.runs, regressed.detectable = 4, 0.12
+    regressed = dataclasses.replace(memory("t.py::a", 1.3e9, verdict="regression"), runs=4, detectable=0.12)
     tests = [tf_test("t.py::a", regressed), Record("t.py::b", "failed", "the loss is NaN", hardware="cpu-a")]
     line = digest.digest(tests).verdict_line()
     assert line == ("FAILED: 1 regression beyond its noise, 1 correctness failure, 0 inconclusive · 1 figure on "

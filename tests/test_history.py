@@ -102,9 +102,9 @@ def test_a_step_that_reverts_did_not_persist_and_sizes_are_relative() -> None:
     rng = np.random.default_rng(5)
     values = np.concatenate([100 * (1 + 0.01 * rng.standard_normal(10)), 120 * (1 + 0.01 * rng.standard_normal(8)),
                              100 * (1 + 0.01 * rng.standard_normal(10))])
-    series = history.Series("hw", "perf_tests/test_x.py::test_a", "fp32", "throughput", "samples/s", "higher",
+    series = history.Series("perf_tests/test_x.py::test_a", "fp32", "throughput", "samples/s", "higher",
                             [history.Point(float(v), dt.datetime(2026, 1, 1 + i, tzinfo=dt.timezone.utc), "r")
-                             for i, v in enumerate(values)])
+                             for i, v in enumerate(values)], hardware="hw")
     up, down = history.analyse(series).changes
     assert (up.index, down.index) == (10, 18)
     assert up.size == pytest.approx(0.20, abs=0.02) and down.size == pytest.approx(-1 / 6, abs=0.02)
@@ -121,7 +121,7 @@ def test_a_series_too_short_to_reach_the_significance_is_not_analysed() -> None:
     when = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
     short = changepoints.min_runs() - 1
     clean_step = [1.0] * (short - changepoints.MIN_SEGMENT) + [5.0] * changepoints.MIN_SEGMENT
-    a = history.analyse(history.Series("hw", "t", "l", "throughput", points=[
+    a = history.analyse(history.Series("t", "l", "throughput", hardware="hw", points=[
         history.Point(v, when, "r") for v in clean_step]))
     assert a.too_short and a.changes == []
     assert f"too few runs (fewer than {short + 1})" in history.table([a])[2]

@@ -59,6 +59,30 @@ class Metric:
         return f"{self.name} {s.median:.4g} {self.unit} (median of {s.n}, IQR {s.iqr:.3g})"
 
 
+
+@dataclass(frozen=True)
+class FigureId:
+    """Which figure: a test's scenario label and metric, on one machine (its hardware key). A verdict,
+    a report's record of a figure and a figure's history over runs are each a figure id and more."""
+
+    test: str
+    label: str
+    metric: str
+    #: Keyword-only, so the types built on it keep their own fields positional after ``metric``;
+    #: empty while the figure's machine is not known yet.
+    hardware: str = field(default="", kw_only=True)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """The figure whichever machine measured it: what two reports of one suite match on."""
+        return (self.test, self.label, self.metric)
+
+    @property
+    def identity(self) -> tuple[str, str, str, str]:
+        """The figure on its machine, hardware key first so that figures sort by machine."""
+        return (self.hardware, *self.key)
+
+
 @dataclass
 class TrainingResult:
     """The child's report: metrics, loss curve, environment and the scenario itself."""

@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from pytest_dlperf.result import HIGHER, Metric
+from pytest_dlperf.result import HIGHER, FigureId, Metric
 from pytest_dlperf.judging.baselines import Baseline
 # the outcome words are imported from here by most callers
 from pytest_dlperf.judging.outcomes import IMPROVEMENT, INCONCLUSIVE, MISSING, OK, REGRESSION, UPDATED as UPDATED
@@ -37,10 +37,9 @@ EVENT_COUNTS = ("graph_breaks", "recompilations")
 
 
 @dataclass(frozen=True)
-class Verdict:
-    test: str
-    label: str
-    metric: str
+class Verdict(FigureId):
+    """One figure's judgement (its ``hardware``: the baseline file the figure belongs to)."""
+
     unit: str
     direction: str
     observed: float
@@ -51,8 +50,6 @@ class Verdict:
     status: str
     p_value: float | None = None
     software_note: str = ""
-    #: The baseline file (hardware key) the figure belongs to.
-    hardware: str = ""
     #: What the events of a count metric were (their reasons), for the failure line.
     detail: str = ""
     #: The smallest change for the worse (a fraction) this figure's gate calls; None when it cannot

@@ -20,7 +20,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Sequence, TextIO
+from typing import Callable, Sequence, TextIO
 
 from pytest_dlperf.reports import history
 from pytest_dlperf.reports.changepoints import MAX_PVALUE
@@ -145,6 +145,19 @@ def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
 
 # --- entry point ---------------------------------------------------------------------------------
 
+def _reading(sub: argparse._SubParsersAction, name: str, says: str, func: Callable[[argparse.Namespace, TextIO], int],
+             metavar: str, reports_help: str | None = None) -> argparse.ArgumentParser:
+    """A command that reads the reports given as its arguments: its parser, the reports' argument added."""
+    p = sub.add_parser(name, help=says)
+    p.add_argument("reports", metavar=metavar, nargs="+", help=reports_help)
+    p.set_defaults(func=func)
+    return p
+
+
+def _out_option(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--out", required=True, metavar="DIR", help=f"folder for {what} (created if needed)")
+
+
 def _max_pvalue_option(p: argparse.ArgumentParser, note: str) -> None:
     p.add_argument("--max-pvalue", type=_pvalue, default=MAX_PVALUE, help="significance of a change point "
                    f"(default {MAX_PVALUE:g}; {note})")
@@ -160,12 +173,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("inputs", metavar="IN.xml", nargs="+")
     p.set_defaults(func=cmd_merge)
 
-    p = sub.add_parser("summary", help="Markdown summary (for $GITHUB_STEP_SUMMARY)")
-    p.add_argument("reports", metavar="REPORT.xml", nargs="+")
+    p = _reading(sub, "summary", "Markdown summary (for $GITHUB_STEP_SUMMARY)", cmd_summary, "REPORT.xml")
     p.add_argument("--output", "-o", metavar="FILE", help="append to FILE instead of printing")
     p.add_argument("--skip-missing", action="store_true",
                    help="list reports that do not exist as not run instead of failing")
-    p.set_defaults(func=cmd_summary)
 
     p = sub.add_parser("compare", help="judge NEW against OLD metric by metric with the tests' rule; "
                        "exit 1 if one got worse")
@@ -179,31 +190,26 @@ def build_parser() -> argparse.ArgumentParser:
                    "the noise of the rounds, as the tests widen it) to count (default 0.05 = 5%%)")
     p.set_defaults(func=cmd_compare)
 
-    p = sub.add_parser("plot", help="PNG charts: throughput against baseline, speedup and scaling curves")
-    p.add_argument("reports", metavar="REPORT.xml", nargs="+")
-    p.add_argument("--out", required=True, metavar="DIR", help="folder for the PNG files (created if needed)")
-    p.set_defaults(func=cmd_plot)
+    p = _reading(sub, "plot", "PNG charts: throughput against baseline, speedup and scaling curves", cmd_plot,
+                 "REPORT.xml")
+    _out_option(p, "the PNG files")
 
-    p = sub.add_parser("html", help="one self-contained HTML page: summary, regressions first, tables, charts "
-                       "and, given several runs, each figure's history")
-    p.add_argument("reports", metavar="REPORT.xml|RUNDIR", nargs="+",
-                   help="reports, or folders of them (every *.xml under it); the reports of one folder are one "
-                   "run (as CI artifacts download), the newest run is shown in detail")
-    p.add_argument("--out", required=True, metavar="DIR", help="folder for index.html (created if needed)")
+    p = _reading(sub, "html", "one self-contained HTML page: summary, regressions first, tables, charts and, "
+                 "given several runs, each figure's history", cmd_html, "REPORT.xml|RUNDIR",
+                 "reports, or folders of them (every *.xml under it); the reports of one folder are one run (as "
+                 "CI artifacts download), the newest run is shown in detail")
+    _out_option(p, "index.html")
     p.add_argument("--skip-missing", action="store_true", help="leave out reports that do not exist")
     p.add_argument("--history", nargs="+", metavar="REPORT.xml|DIR|BASELINE.json",
                    help="add a change-point section over these runs' reports (as dlperf history)")
     _max_pvalue_option(p, "docs/history.md gives the rates")
-    p.set_defaults(func=cmd_html)
 
-    p = sub.add_parser("history", help="each figure over many runs: the run where it changed, by how much, "
-                       "and whether the change persisted (changed figures first)")
-    p.add_argument("reports", metavar="REPORT.xml|DIR|BASELINE.json", nargs="+",
-                   help="reports of runs of one suite, folders of them (every *.xml under it; a run's time is "
-                   "its testsuite timestamp, else the file's mtime), or baselines/<key>.json with 'runs'")
+    p = _reading(sub, "history", "each figure over many runs: the run where it changed, by how much, and whether "
+                 "the change persisted (changed figures first)", cmd_history, "REPORT.xml|DIR|BASELINE.json",
+                 "reports of runs of one suite, folders of them (every *.xml under it; a run's time is its "
+                 "testsuite timestamp, else the file's mtime), or baselines/<key>.json with 'runs'")
     p.add_argument("--changed-only", action="store_true", help="list only the figures that changed")
     _max_pvalue_option(p, "0.01 finds more steps and more false ones: docs/history.md")
-    p.set_defaults(func=cmd_history)
     return parser
 
 

@@ -10,7 +10,7 @@ import re
 from collections import Counter
 from typing import Iterable, Sequence
 
-from pytest_dlperf.reports.records import MetricRecord, TestRecord, key_of
+from pytest_dlperf.reports.records import MetricRecord, TestRecord
 
 
 #: How one test's runs in several reports (one per framework environment) combine: the worst counts.
@@ -76,7 +76,7 @@ def unique_tests(tests: Sequence[TestRecord]) -> list[TestRecord]:
         if held is None:
             o = own[t.test]
             best[t.test] = held = TestRecord(t.test, o.outcome, o.message, t.hardware, [], {}, {}, {}, {}, o.source)
-        held.metrics = list({key_of(m): m for m in held.metrics + t.metrics}.values())  # a figure once
+        held.metrics = list({m.identity: m for m in held.metrics + t.metrics}.values())  # a figure once
         held.scenarios.update(t.scenarios)
         held.software.update(t.software)
         held.workers.update(t.workers)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from pytest_dlperf.reports.combine import own_records
-from pytest_dlperf.reports.records import Key, MetricRecord, TestRecord, key_of
+from pytest_dlperf.reports.records import MetricRecord, TestRecord
 from pytest_dlperf.result import LOWER
 from pytest_dlperf.units import count, readable
 
@@ -43,11 +43,11 @@ _CORRECTNESS = re.compile(r"accura|\bnan\b|non-?finite|not finite|\binf\b|infini
                           r"|\bparam(?:eter)?s?\b|equivalen|allclose", re.I)
 
 def distinct(tests: Sequence[TestRecord]) -> list[MetricRecord]:
-    """Every figure once (:func:`key_of`), in first-seen order, the later report's copy kept."""
-    out: dict[Key, MetricRecord] = {}
+    """Every figure once (its ``identity``), in first-seen order, the later report's copy kept."""
+    out: dict[tuple[str, str, str, str], MetricRecord] = {}
     for t in tests:
         for m in t.metrics:
-            out[key_of(m)] = m
+            out[m.identity] = m
     return list(out.values())
 
 

@@ -12,6 +12,7 @@ detection rates this measures.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
 import zlib
@@ -26,7 +27,7 @@ from pytest_dlperf.judging.baselines import split_entry_key
 from pytest_dlperf.reports.changepoints import MAX_PVALUE, MIN_SEGMENT, PERMUTATIONS, change_points, min_runs
 from pytest_dlperf.reports.junit import expand, load, records, report_time, utc_time
 from pytest_dlperf.reports.records import ReportError, direction_of
-from pytest_dlperf.result import HIGHER, LOWER
+from pytest_dlperf.result import HIGHER, LOWER, FigureId
 from pytest_dlperf.units import show
 
 #: The newest runs analysed; older runs are shown but not searched.
@@ -44,19 +45,13 @@ class Point:
     source: str
 
 
-@dataclass
-class Series:
-    hardware: str
-    test: str
-    label: str
-    metric: str
+@dataclass(frozen=True)
+class Series(FigureId):
+    """One figure's values over runs, oldest first."""
+
     unit: str = ""
     direction: str | None = None
     points: list[Point] = field(default_factory=list)
-
-    @property
-    def key(self) -> tuple[str, str, str, str]:
-        return (self.hardware, self.test, self.label, self.metric)
 
     @property
     def values(self) -> list[float]:
@@ -121,7 +116,7 @@ def analyse(series: Series, max_pvalue: float = MAX_PVALUE, permutations: int = 
     needed = min_runs(max_pvalue, min_size)
     if len(values) - first < needed:
         return Analysis(series, [], [_level(values, 0, len(values))] if len(values) else [], first, needed)
-    seed = zlib.crc32("\0".join(series.key).encode())  # the same report set gives the same answer
+    seed = zlib.crc32("\0".join(series.identity).encode())  # the same report set gives the same answer
     found = [(first + i, p) for i, p in change_points(values[first:], max_pvalue, permutations, min_size, seed)]
     cuts = [first, *(i for i, _ in found), len(values)]  # runs before the window belong to no level
     levels = [_level(values, lo, hi) for lo, hi in zip(cuts, cuts[1:])]
@@ -138,7 +133,7 @@ def analyse(series: Series, max_pvalue: float = MAX_PVALUE, permutations: int = 
 # --- reading -------------------------------------------------------------------------------------
 
 
-def _baseline_points(path: Path) -> list[tuple[tuple[str, str, str, str], str, str | None, Point]]:
+def _baseline_points(path: Path) -> list[tuple[FigureId, str, str | None, Point]]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -160,7 +155,7 @@ def _baseline_points(path: Path) -> list[tuple[tuple[str, str, str, str], str, s
                 if not isinstance(value, (int, float)) or isinstance(value, bool) or when is None:
                     raise ReportError(f"{path}: entry {key!r} metric {metric!r} run {i}: expected "
                                       f"{{\"value\": number, \"recorded\": ISO time}}, got {run!r}")
-                out.append(((path.stem, nodeid, f"{label}@{profile}" if profile else label, metric),
+                out.append((FigureId(nodeid, f"{label}@{profile}" if profile else label, metric, hardware=path.stem),
                             str(rec.get("unit", "")), rec.get("direction"), Point(float(value), when, str(path))))
     return out
 
@@ -168,31 +163,38 @@ def _baseline_points(path: Path) -> list[tuple[tuple[str, str, str, str], str, s
 def read_series(paths: Iterable[str | Path]) -> list[Series]:
     """Every figure's series in ``paths`` (reports, folders of them, baseline files), oldest run first."""
     found: dict[tuple[str, str, str, str], Series] = {}
+    # the latest direction a run recorded, where any did; else the metric's name says
+    directions: dict[tuple[str, str, str, str], str] = {}
     files = expand(paths)
     if not files:
         raise ReportError("no reports given")
     for path in files:
         if path.suffix == ".json":
-            for key, unit, direction, point in _baseline_points(path):
-                s = found.setdefault(key, Series(*key, unit=unit))
-                s.direction = direction if direction in (HIGHER, LOWER) else s.direction
-                s.points.append(point)
+            for figure, unit, direction, point in _baseline_points(path):
+                found.setdefault(figure.identity, _series(figure, unit)).points.append(point)
+                if direction in (HIGHER, LOWER):
+                    directions[figure.identity] = direction
             continue
         xml = load(path)
         when = report_time(path, xml)
         per_run: dict[tuple[str, str, str, str], Point] = {}
         for t in records(xml, source=str(path)):
             for m in t.metrics:
-                key = (m.hardware, *m.key)
-                s = found.setdefault(key, Series(*key, unit=m.unit))
-                s.direction = m.direction or s.direction
-                per_run[key] = Point(m.value, when, str(path))  # a test twice in one report counts once
+                found.setdefault(m.identity, _series(m, m.unit))
+                if m.direction:
+                    directions[m.identity] = m.direction
+                per_run[m.identity] = Point(m.value, when, str(path))  # a test twice in one report counts once
         for key, point in per_run.items():
             found[key].points.append(point)
     for s in found.values():
         s.points.sort(key=lambda p: (p.when, p.source))
-        s.direction = s.direction or direction_of(s.metric)
-    return sorted(found.values(), key=lambda s: s.key)
+    return sorted((dataclasses.replace(s, direction=directions.get(key) or direction_of(s.metric))
+                   for key, s in found.items()), key=lambda s: s.identity)
+
+
+def _series(figure: FigureId, unit: str) -> Series:
+    """An empty series of ``figure`` (a plain id, or a report's record of it)."""
+    return Series(figure.test, figure.label, figure.metric, hardware=figure.hardware, unit=unit)
 
 
 def history(paths: Iterable[str | Path], max_pvalue: float = MAX_PVALUE) -> list[Analysis]:
@@ -206,7 +208,7 @@ def history(paths: Iterable[str | Path], max_pvalue: float = MAX_PVALUE) -> list
     def newest_change(a: Analysis) -> float:
         return -a.series.points[a.changes[-1].index].when.timestamp() if a.changes else 0.0
 
-    return sorted(analyses, key=lambda a: (not a.changes, newest_change(a), a.series.key))
+    return sorted(analyses, key=lambda a: (not a.changes, newest_change(a), a.series.identity))
 
 
 # --- output --------------------------------------------------------------------------------------

@@ -208,7 +208,7 @@ def history_section(runs: list[Run]) -> str:
                    "their own (as CI artifacts download), for every figure's history: "
                    "<code>dlperf html runs/*/ --out report</code>.</p></section>")
         return "".join(out)
-    per_run = [{(m.hardware, *m.key): m for t in r.tests for m in t.metrics} for r in shown]
+    per_run = [{m.identity: m for t in r.tests for m in t.metrics} for r in shown]
     keys = sorted(per_run[-1])  # the newest run's figures; one it no longer has is history of a gone test
     gone = len({k for ms in per_run[:-1] for k in ms} - set(keys))
     several_machines = len({k[0] for k in keys}) > 1

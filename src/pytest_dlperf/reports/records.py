@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pytest_dlperf.result import HIGHER, LOWER
+from pytest_dlperf.result import HIGHER, LOWER, FigureId
 
 
 #: Name fragments that say which way is better, checked in this order (``time_to_accuracy`` is a time).
@@ -29,13 +29,10 @@ def direction_of(metric: str) -> str | None:
     return None
 
 
-@dataclass
-class MetricRecord:
+@dataclass(frozen=True)
+class MetricRecord(FigureId):
     """One metric of one scenario of one test, as the report holds it."""
 
-    test: str
-    label: str
-    metric: str
     value: float
     unit: str = ""
     iqr: float | None = None
@@ -43,7 +40,6 @@ class MetricRecord:
     verdict: str | None = None
     baseline: float | None = None
     declared_direction: str | None = None
-    hardware: str = ""
     source: str = ""
     #: A paired ratio's 95% interval (low, high).
     interval: tuple[float, float] | None = None
@@ -73,10 +69,6 @@ class MetricRecord:
             return None
         return (self.value - self.baseline) / abs(self.baseline)
 
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.test, self.label, self.metric)
-
 
 @dataclass
 class TestRecord:
@@ -101,10 +93,3 @@ class TestRecord:
             seen.setdefault(m.label, None)
         return list(seen)
 
-
-Key = tuple[str, str, str, str]
-
-
-def key_of(m: MetricRecord) -> Key:
-    """The identity of a figure: test, scenario label, metric and the machine it was measured on."""
-    return (m.test, m.label, m.metric, m.hardware)
