@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from scipy import stats as _stats
 
@@ -72,6 +72,31 @@ def shift_tolerance(kind: str, device: str, tolerance: float) -> float:
 def family_alpha(figures: int, share: str = "check", family: float = FAMILY_ALPHA) -> float:
     """The one-sided level of each of ``figures`` judged at this ``share`` of the run's budget."""
     return family * BUDGET[share] / sum(BUDGET.values()) / max(figures, 1)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What a figure is held to, resolved once: by the plugin for a test's check, by ``dlperf compare``
+    for a comparison. Both then judge with :func:`pytest_dlperf.judging.verdict.compare`."""
+
+    #: The run's tolerance (``--dlperf-tolerance``; ``dlperf compare --tolerance``).
+    run: float
+    #: The test's ``tolerance`` marker, by metric name (None where it sets none for that metric).
+    marked: Callable[[str], float | None] | None = None
+    #: ``dlperf.check(tolerance=)``: wins over the others.
+    explicit: float | None = None
+    #: The run's error budget (``--dlperf-alpha``) and the figures its checks share it over.
+    alpha: float = FAMILY_ALPHA
+    family: int = 1
+
+    def tolerance(self, metric: str) -> float:
+        """The tolerance ``metric`` is held to (:func:`tolerance_for`)."""
+        return tolerance_for(metric, self.run, self.marked(metric) if self.marked else None, self.explicit)
+
+    @property
+    def figure_alpha(self) -> float:
+        """The level each figure is judged at by its test's check (Bonferroni over :attr:`family`)."""
+        return family_alpha(self.family, "check", self.alpha)
 
 
 def t_quantile(p: float, df: float) -> float:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from pytest_dlperf.judging.baselines import BaselineStore, entry_key
+from pytest_dlperf.judging.gates import Policy
 from pytest_dlperf.judging.noise import kind_of
 from pytest_dlperf.judging.outcomes import IMPROVEMENT, REGRESSION, UPDATED
 from pytest_dlperf.judging.verdict import Verdict, compare
@@ -17,11 +18,10 @@ HARDWARE_FACTS = ("cpu_model", "cpu_vendor", "cpu_family", "cpu_model_number", "
 
 
 def judge(store: BaselineStore, nodeid: str, profile: str,
-          figures: Sequence[tuple[str, Metric, TrainingResult]], tolerance: Callable[[str], float],
-          alpha: float, update: bool) -> list[Verdict]:
+          figures: Sequence[tuple[str, Metric, TrainingResult]], policy: Policy, update: bool) -> list[Verdict]:
     """Each (label, figure, the result it came from) compared with its recorded runs on that result's
     machine, before the run's common shift is known (so its spread counts in the gate), its gate no
-    narrower than ``tolerance(metric name)`` and set at ``alpha``; when ``update``, each is staged as a
+    narrower than ``policy``'s tolerance for it and set at its level; when ``update``, each is staged as a
     new run instead and its verdict says ``updated``."""
     verdicts = []
     for label, metric, result in figures:
@@ -32,9 +32,9 @@ def judge(store: BaselineStore, nodeid: str, profile: str,
         framework = str(software.get("framework", ""))
         recorded = noise.figures.get((key, metric.name))
         kind = recorded.kind if recorded is not None else kind_of(metric.name, metric.unit)
-        verdict = compare(nodeid, label, metric, store.lookup(hw, key, metric.name), tolerance(metric.name), software,
-                          reasons=result.details.get(f"{metric.name}_reasons", ()),
-                          spread=noise.spread(key, metric.name, framework, kind), alpha=alpha,
+        verdict = compare(nodeid, label, metric, store.lookup(hw, key, metric.name), policy.tolerance(metric.name),
+                          software, reasons=result.details.get(f"{metric.name}_reasons", ()),
+                          spread=noise.spread(key, metric.name, framework, kind), alpha=policy.figure_alpha,
                           shared=noise.unknown_shift(framework, kind), kind=kind)
         if update:
             # a run beyond its gate is a real change being accepted: the history starts again from it

@@ -11,7 +11,6 @@ import pytest
 from pytest_dlperf import figures
 from pytest_dlperf.child.environment import hardware_key
 from pytest_dlperf.judging.baselines import Baseline, entry_key
-from pytest_dlperf.judging.gates import tolerance_for
 from pytest_dlperf.judging.judge import judge
 from pytest_dlperf.judging.stats import PairedRatio
 from pytest_dlperf.judging.verdict import CHECKED_METRICS, Verdict
@@ -82,7 +81,6 @@ class Ledger:
         machine's baselines (staged for writing with ``--update-baselines``); the verdicts go to the report.
         ``dlperf.check`` calls it and fails the test on them."""
         options = self._session.options
-        marked = markers.tolerance_of(self._item)
         nodeid = self._item.nodeid
         for result in results:  # e.g. a distributed job's: every judged figure is in the report with its value
             if not any(result is seen for seen in self._results):
@@ -95,9 +93,8 @@ class Ledger:
             pytest.fail(f"{nodeid}: dlperf.check() needs at least one result from dlperf.run()", pytrace=False)
         pending += [(label, m, anchor) for label, m in self._derived]
         verdicts = judge(self._session.store, nodeid, self._profile, pending,
-                         tolerance=lambda name: tolerance_for(name, options.tolerance, marked.for_metric(name),
-                                                              tolerance),
-                         alpha=self._session.figure_alpha, update=bool(options.update))
+                         self._session.policy(markers.tolerance_of(self._item).for_metric, tolerance),
+                         update=bool(options.update))
         for verdict in verdicts:
             self._item.user_properties += figures.of_verdict(verdict)
         self._derived.clear()

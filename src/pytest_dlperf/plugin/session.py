@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -12,7 +12,7 @@ from pytest_dlperf.child.environment import hardware_key
 from pytest_dlperf.child.gpus import gpus
 from pytest_dlperf.judging.baselines import BaselineFileError, BaselineStore, split_entry_key
 from pytest_dlperf.judging import run_shift
-from pytest_dlperf.judging.gates import family_alpha
+from pytest_dlperf.judging.gates import Policy
 from pytest_dlperf.judging.stats import PairedRatio
 from pytest_dlperf.judging.verdict import CHECKED_METRICS, EVENT_COUNTS, Verdict
 from pytest_dlperf.plugin.console import Console
@@ -64,10 +64,10 @@ class DlperfSession:
         self.family = count
         return count
 
-    @property
-    def figure_alpha(self) -> float:
-        """The level each figure is judged at (Bonferroni over :attr:`family`)."""
-        return family_alpha(self.family, "check", self.options.alpha)
+    def policy(self, marked: Callable[[str], float | None] | None = None, explicit: float | None = None) -> Policy:
+        """What a test's figures are held to: this run's tolerance and error budget over :attr:`family`, with
+        the test's ``tolerance`` marker (``marked``) and ``dlperf.check(tolerance=)`` (``explicit``)."""
+        return Policy(self.options.tolerance, marked, explicit, self.options.alpha, self.family)
 
     def judge_run(self, test: str) -> str:
         """Judge the run as a whole (:mod:`pytest_dlperf.judging.run_shift`): its shift verdicts join

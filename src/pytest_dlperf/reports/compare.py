@@ -10,7 +10,7 @@ from typing import Sequence, TextIO
 
 from pytest_dlperf import text
 from pytest_dlperf.judging.baselines import Baseline
-from pytest_dlperf.judging.gates import family_alpha, tolerance_for
+from pytest_dlperf.judging.gates import Policy
 from pytest_dlperf.judging.noise import PRIOR_DF, PRIORS, SHIFT_PRIORS, Spread, device_class, kind_of
 from pytest_dlperf.judging.verdict import IMPROVEMENT, INCONCLUSIVE, OK, REGRESSION
 from pytest_dlperf.judging.verdict import compare as verdict_compare
@@ -50,19 +50,20 @@ def _direction(old: MetricRecord, new: MetricRecord) -> tuple[str | None, bool]:
     return direction_of(new.metric), True
 
 
-def judge(old: MetricRecord, new: MetricRecord, tolerance: float, history: Sequence[float] = ()) -> Change:
+def judge(old: MetricRecord, new: MetricRecord, policy: Policy, history: Sequence[float] = ()) -> Change:
     """OLD is the baseline, NEW the measurement, judged with the tests' rule (``verdict.compare``).
 
     One report is one run: the noise a change is judged against is the run-to-run spread NEW's
     test recorded for the figure (its baseline history), when it recorded one; else the noise is
     unknown and a change beyond the tolerance is inconclusive. ``history``: the figure's values in
-    earlier runs (``--history``), recorded runs beside OLD's.
+    earlier runs (``--history``), recorded runs beside OLD's. ``policy``: the tolerance and level
+    asked for, where NEW's report does not record its test's own.
     """
     direction, guessed = _direction(old, new)
     delta = (new.value - old.value) / abs(old.value) if old.value else None
     if direction is None:
         return Change(UNJUDGED, delta, basis="-", guessed_direction=guessed)
-    tolerance = tolerance_for(new.metric, tolerance)
+    tolerance = policy.tolerance(new.metric)
     metric = Metric(name=new.metric, samples=new.samples or (new.value,), unit=new.unit, direction=direction,
                     estimate=new.value, interval=new.interval)
     baseline = Baseline(value=old.value, unit=old.unit, direction=direction, samples=old.samples,
@@ -81,7 +82,7 @@ def judge(old: MetricRecord, new: MetricRecord, tolerance: float, history: Seque
                         f"stated {device} prior")
         shared = SHIFT_PRIORS[device].get(kind_of(new.metric, new.unit), SHIFT_PRIORS[device]["throughput"]) ** 2
     v = verdict_compare(new.test, new.label, metric, baseline, tolerance, spread=spread, shared=shared,
-                        alpha=new.alpha if new.alpha is not None else family_alpha(1, "check"))
+                        alpha=new.alpha if new.alpha is not None else policy.figure_alpha)
     basis = spread.source if spread is not None else "recorded noise"
     return Change(v.status, v.delta, v.gate if v.gate is not None else v.tolerance, v.p_value,
                   basis=basis, guessed_direction=guessed)
@@ -92,6 +93,7 @@ def compare_rows(old: dict[tuple[str, str, str], MetricRecord], new: dict[tuple[
                  ) -> tuple[list[tuple[str, ...]], Counter[str]]:
     rows: list[tuple[str, ...]] = []
     counts: Counter[str] = Counter()
+    policy = Policy(threshold)
     for key in sorted(set(old) | set(new)):
         o, n = old.get(key), new.get(key)
         test, label, metric = key
@@ -107,7 +109,7 @@ def compare_rows(old: dict[tuple[str, str, str], MetricRecord], new: dict[tuple[
             rows.append((name, metric, show(o.value, o.unit), show(n.value, n.unit),
                          _pct((n.value - o.value) / abs(o.value) if o.value else None), "-", RECORDED))
             continue
-        change = judge(o, n, threshold, (history or {}).get(key, ()))
+        change = judge(o, n, policy, (history or {}).get(key, ()))
         counts[change.status] += 1
         counts["basis:" + change.basis] += 1 if change.status != UNJUDGED else 0
         counts["guessed"] += change.guessed_direction and change.status != UNJUDGED
