@@ -36,7 +36,7 @@ from otava.change_point_divisive.detector import ChangePointDetector
 from otava.change_point_divisive.significance_test import PermutationsSignificanceTester
 from otava.series import AnalysisOptions, Metric, Series
 
-from pytest_dlperf.reports.changepoints import MAX_PVALUE, PERMUTATIONS, change_points
+from pytest_dlperf.reports.changepoints import MAX_PVALUE, PERMUTATIONS, change_points, q_grid
 from pytest_dlperf.reports.history import read_series
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,6 +113,18 @@ def real() -> list[dict]:
     return out
 
 
+def q_difference(cases: list[dict]) -> float:
+    """The largest difference between dlperf's Q (q_grid) and Otava's (its calculator's Q matrix,
+    ``Q[t - 1, k - 2]`` for the sides [0, t) and [t, k)) over every split with sides of 2 runs or more."""
+    worst = 0.0
+    for case in cases:
+        x = np.asarray(case["x"], float)
+        ours, theirs = q_grid(x[None], 2)[0], PairDistanceCalculator(x)._get_Q_vals(0, len(x))
+        t, k = np.nonzero(np.isfinite(ours))
+        worst = max(worst, float(np.max(np.abs(ours[t, k] - theirs[t - 1, k - 2]) / np.abs(x).mean())))
+    return worst
+
+
 def show(found: list[tuple[int, float, float | None]]) -> str:
     parts = [f"{i}(p={p:.2g}" + (f", {m:+.1f}%)" if m is not None else ")") for i, p, m in found]
     return " ".join(parts) or "-"
@@ -136,6 +148,8 @@ def main() -> None:
     say(f"dlperf: p <= {MAX_PVALUE}, {PERMUTATIONS} shuffles, >= 4 runs each side; otava: defaults "
         f"(window {AnalysisOptions().window_len}, p <= {AnalysisOptions().max_pvalue}, t test); "
         f"otava-perm: Otava's permutation tester, p <= {MAX_PVALUE}, {PERMUTATIONS} shuffles, seed 0")
+    say(f"energy statistic Q, dlperf against Otava, every split of every series: largest difference "
+        f"{q_difference(cases):.1e} (relative to the series' mean)")
     say("change points as index(p, change): index = first run on the new level, 0-based")
     say()
     say(f"{'series':64} {'n':>3} {'step':>4}  " + "  |  ".join(names))
