@@ -99,24 +99,28 @@ def assert_reduced(kind, result):
         assert rel == 0.0, f"{kind}: the workers pulled different weights: {name} differs by {rel:.3g}"
 
 
+#: Asynchronous SGD applies stale gradients in whatever order the workers push them: at smoke size its
+#: top-1 has read from 0.43 to 0.98 on one machine (docs/evidence.md), no figure to hold against a
+#: baseline. What it must show is that it learned: top-1 well above chance (0.1 over 10 classes).
+ASYNC_UNJUDGED = ("accuracy_top1", "accuracy_top5")
+ASYNC_MIN_TOP1 = 0.25
+
+
 def train_every_kvstore(dlperf, kind, tmp_path, device="cpu"):
     distributed = kind.startswith("dist")
     config = dict(TRAINS, kvstore=kind, devices=1 if distributed else 2, device=device)
     job, result = run(2 if distributed else 1, config, label=kind, tmp_path=tmp_path)
     training = dist.as_training_result(job, result, kind)
-    dlperf.check(training)
+    dlperf.check(training, unjudged=ASYNC_UNJUDGED if kind == "dist_async" else ())
     for worker in result.workers:
         assert loss_fell(worker["losses"]), f"{kind}: loss did not fall: {worker['losses']}"
+    if kind == "dist_async":
+        top1 = training.metric("accuracy_top1").value
+        assert top1 >= ASYNC_MIN_TOP1, f"dist_async: top-1 {top1:.3f} after training, below {ASYNC_MIN_TOP1}"
     assert_reduced(kind, result)
 
 
-#: Asynchronous SGD applies stale gradients in whatever order the workers push them: its smoke-size
-#: accuracy varies from run to run far beyond the synchronous stores' (docs/evidence.md).
-ASYNC_ACCURACY = pytest.mark.tolerance(accuracy_top1=0.5, accuracy_top5=0.5)
-
-
-@pytest.mark.parametrize("kind", ("local", "device", "dist_sync", "dist_device_sync",
-                                  pytest.param("dist_async", marks=ASYNC_ACCURACY)))
+@pytest.mark.parametrize("kind", ("local", "device", "dist_sync", "dist_device_sync", "dist_async"))
 def test_every_kvstore_type_trains_and_reduces(dlperf, kind, tmp_path):
     train_every_kvstore(dlperf, kind, tmp_path)
 

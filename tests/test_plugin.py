@@ -528,3 +528,43 @@ def test_train(dlperf):
     second = run(pytester, "-s")
     second.assert_outcomes(passed=1)
     second.stdout.fnmatch_lines(["*STORED (1.3,) True False*", "*BY NODE ID (1.3,) ()*"])
+
+
+UNJUDGED_TEST = """
+import os
+
+from pytest_dlperf.result import TrainingResult, metric_from
+
+
+def test_async(dlperf):
+    s = dlperf.scenario("torch", "resnet18", label="async")
+    top1 = float(os.environ["TOP1"])
+    metrics = {"throughput": metric_from("throughput", [100.0, 101.0, 99.0], "samples/s"),
+               "accuracy_top1": metric_from("accuracy_top1", [top1], "fraction")}
+    env = {"hardware_key": "selftest-cpu", "framework": "torch"}
+    dlperf.check(TrainingResult(s, metrics, [2.0, 1.0], env), unjudged=os.environ["UNJUDGED"].split())
+"""
+
+
+def test_an_unjudged_metric_is_reported_but_neither_recorded_nor_held_to_a_baseline(pytester, monkeypatch):
+    """Three recordings at top-1 0.98, then 0.43: judged, a regression; unjudged, the test passes, the report
+    still shows the value, and the baselines never held it. A name that is no judged metric is a usage error."""
+    pytester.makepyfile(test_async=UNJUDGED_TEST)
+    monkeypatch.setenv("TOP1", "0.98")
+    monkeypatch.setenv("UNJUDGED", "")
+    for _ in range(3):
+        run(pytester, "--update-baselines").assert_outcomes(passed=1)
+    monkeypatch.setenv("TOP1", "0.43")
+    run(pytester).assert_outcomes(failed=1)
+    monkeypatch.setenv("UNJUDGED", "accuracy_top1")
+    run(pytester, "--junitxml=judged.xml").assert_outcomes(passed=1)
+    (case,) = read_reports([pytester.path / "judged.xml"])
+    shown = {m.metric: m for m in case.metrics}
+    assert shown["accuracy_top1"].value == pytest.approx(0.43) and shown["accuracy_top1"].verdict is None
+    assert shown["throughput"].verdict == "ok"
+    run(pytester, "--update-baselines").assert_outcomes(passed=1)
+    stored = json.loads((pytester.path / "baselines" / "selftest-cpu.json").read_text())
+    (entry,) = stored["entries"].values()
+    assert "accuracy_top1" not in entry and "throughput" in entry
+    monkeypatch.setenv("UNJUDGED", "accuracy")
+    run(pytester).stdout.fnmatch_lines(["*unjudged=...): accuracy is not a judged metric; judged: throughput*"])

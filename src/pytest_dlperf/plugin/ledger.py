@@ -4,7 +4,7 @@ against them (:mod:`pytest_dlperf.judging.judge`); ``dlperf.check`` fails the te
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Collection, Sequence
 
 import pytest
 
@@ -76,17 +76,25 @@ class Ledger:
         found = self._session.store.lookup(hardware_key(device), entry_key(test, label, self._profile), metric)
         return tuple(found.runs) if found else ()
 
-    def judge(self, results: Sequence[TrainingResult], tolerance: float | None = None) -> list[Verdict]:
+    def judge(self, results: Sequence[TrainingResult], tolerance: float | None = None,
+              unjudged: Collection[str] = ()) -> list[Verdict]:
         """Every checked metric of ``results`` and every figure derived since the last call, against this
         machine's baselines (staged for writing with ``--update-baselines``); the verdicts go to the report.
+        ``unjudged``: metrics kept in the report but neither held against nor written to the baselines
+        (a figure that does not repeat, on which the test asserts its own claim).
         ``dlperf.check`` calls it and fails the test on them."""
         options = self._session.options
         nodeid = self._item.nodeid
+        unknown = sorted(set(unjudged) - set(CHECKED_METRICS))
+        if unknown:
+            pytest.fail(f"{nodeid}: dlperf.check(unjudged=...): {', '.join(unknown)} is not a judged metric; "
+                        f"judged: {', '.join(CHECKED_METRICS)}", pytrace=False)
         for result in results:  # e.g. a distributed job's: every judged figure is in the report with its value
             if not any(result is seen for seen in self._results):
                 self.record(result)
         pending: list[tuple[str, Metric, TrainingResult]] = [
-            (r.label, m, r) for r in results for m in r.metrics.values() if m.name in CHECKED_METRICS
+            (r.label, m, r) for r in results for m in r.metrics.values()
+            if m.name in CHECKED_METRICS and m.name not in unjudged
         ]
         anchor = results[0] if results else (self._results[0] if self._results else None)
         if anchor is None:

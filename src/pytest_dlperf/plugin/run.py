@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 import pytest
 
@@ -229,15 +229,17 @@ class DlperfRun:
         return device_lock(devices, timeout=scenario.timeout, owner=self._item.nodeid,
                            on_wait=self._session.console.for_scenario(scenario.label))
 
-    def check(self, *results: TrainingResult, tolerance: float | None = None) -> list[Verdict]:
+    def check(self, *results: TrainingResult, tolerance: float | None = None,
+              unjudged: Collection[str] = ()) -> list[Verdict]:
         """Compare every checked metric (and every figure derived since the last check) with this
-        machine's baseline (:meth:`Ledger.judge`); fail on a regression.
+        machine's baseline (:meth:`Ledger.judge`); fail on a regression. ``unjudged``: metrics only
+        reported, for figures that do not repeat (the test asserts its own claim on them).
 
         With ``--update-baselines`` the figures are staged for writing instead.
         """
         options = self._session.options
         nodeid = self._item.nodeid
-        verdicts = self.ledger.judge(results, tolerance)
+        verdicts = self.ledger.judge(results, tolerance, unjudged)
         # In A/B mode the reference environment, run beside this one, is the baseline that fails a test
         # (``run``); the stored figures are still compared and shown in the summary.
         if any(v.status == REGRESSION for v in verdicts) and not options.ab_mode:
