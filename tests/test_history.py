@@ -80,6 +80,18 @@ def test_the_statistic_is_the_energy_distance_of_the_two_sides() -> None:
     assert best[3:10] == pytest.approx([max(q(t, k) for k in range(t + 3, 13)) for t in range(3, 10)])
 
 
+def test_a_side_of_one_run_has_no_within_term_and_min_size_one_finds_a_step() -> None:
+    x = np.array([1.0, 1.1, 0.9, 1.0, 1.05, 0.95, 1.0, 1.02, 0.98, 1.0, 5.0])
+    grid = changepoints.q_grid(x[None], min_size=1)[0]
+    assert np.isfinite(grid[10, 11])  # the right side is the one run 5.0
+    cross = np.abs(x[:10] - 5.0).sum()
+    within = sum(abs(x[i] - x[j]) for i in range(10) for j in range(i + 1, 10))
+    assert grid[10, 11] == pytest.approx(10 / 11 * (2 * cross / 10 - within / 45))
+    step = 100.0 * (1 + 0.02 * np.random.default_rng(3).standard_normal(24))
+    step[12:] *= 1.5
+    assert [i for i, _ in changepoints.change_points(step, min_size=1)] == [12]
+
+
 def test_false_alarms_on_noise_stay_within_the_significance() -> None:
     # a no-change series is flagged only if the first split passes the test, so about p of them
     # are; the bounds leave room for a 200-series sample, and a test 50x too liberal (p <= 0.05)

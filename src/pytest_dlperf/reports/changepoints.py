@@ -55,7 +55,8 @@ def q_grid(x: np.ndarray, min_size: int = MIN_SEGMENT) -> np.ndarray:
     cross = s[:, ti, ki] - within_left
     within_right = s[:, ki, ki] - 2 * s[:, ti, ki] + within_left
     a, b = ti.astype(float), (ki - ti).astype(float)
-    e = 2 * cross / (a * b) - within_left / (a * (a - 1)) - within_right / (b * (b - 1))
+    # A side of one run has no pairs within it: its term is 0, as in Otava, not 0/0.
+    e = 2 * cross / (a * b) - within_left / np.maximum(a * (a - 1), 1) - within_right / np.maximum(b * (b - 1), 1)
     out[:, ti, ki] = a * b / (a + b) * e
     return out
 
