@@ -8,7 +8,8 @@ until no candidate passes. Each side keeps at least ``MIN_SEGMENT`` runs, so a c
 p <= 0.001): with fewer, even a clean step ``MIN_SEGMENT`` runs from an end cannot reach that p, as
 too few shuffles differ from it. docs/history.md gives the false-alarm and detection rates this measures.
 
-Pure Python and numpy: the TensorFlow and MXNet environments have no scipy.
+numpy only: the statistic and its shuffles are a few array operations; the method is cross-checked
+against Apache Otava's in docs/history.md.
 """
 
 from __future__ import annotations
