@@ -61,3 +61,10 @@ def test_the_verdict_line_says_what_happened_and_what_was_compared():
     line = digest.digest(tests).verdict_line()
     assert line == ("FAILED: 1 regression beyond its noise, 1 correctness failure, 0 inconclusive · 1 figure on "
                     "cpu-a against its baselines (4 recorded runs) · python 3.11.7, tensorflow 2.16.1")
+
+
+def test_only_a_judged_figure_has_its_gate_marked():
+    judged = dataclasses.replace(memory("t.py::a", 1.2e9), n=1)
+    recorded = dataclasses.replace(judged, verdict=None)  # e.g. dlperf.check(unjudged=...): no gate to mark
+    assert digest.marks_of(judged) == ["n=1"]
+    assert digest.marks_of(recorded) == []

@@ -525,7 +525,9 @@ def test_train(dlperf):
     first = run(pytester, "-s", "--update-baselines")
     first.assert_outcomes(passed=1)
     first.stdout.fnmatch_lines(["*STORED None False True*", "*BY NODE ID () ()*"])
-    second = run(pytester, "-s")
+    # What is checked here is the ledger, not the speed: a one-step round judged against one recorded
+    # run could read as a regression on a busy 2-core machine, so only a tenfold slowdown may fail it.
+    second = run(pytester, "-s", "--dlperf-tolerance=0.9")
     second.assert_outcomes(passed=1)
     second.stdout.fnmatch_lines(["*STORED (1.3,) True False*", "*BY NODE ID (1.3,) ()*"])
 

@@ -91,7 +91,10 @@ def gate_of(m: MetricRecord) -> float | None:
 
 
 def marks_of(m: MetricRecord) -> list[str]:
-    """What every table marks beside a figure's gate: one sample, or a gate that cannot detect."""
+    """What every table marks beside a judged figure's gate: one sample, or a gate that cannot detect.
+    A figure only recorded (no verdict: ``dlperf.check(unjudged=...)``, a derived count) has no gate to mark."""
+    if not m.verdict:
+        return []
     return (["n=1"] if m.n == 1 else []) + (["cannot detect"] if cannot_detect(m) else [])
 
 
