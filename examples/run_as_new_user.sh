@@ -4,7 +4,8 @@
 #   1. the first run passes and reports missing baselines,
 #   2. pytest --update-baselines three times (each run adds one run to every figure's history),
 #   3. the next run passes against them,
-#   4. a step 35% slower (TINY_LM_SLOWDOWN=0.35) fails as a regression,
+#   4. a step slowed by twice the loss the tool says it can detect (step 3's "detects" column) fails as a
+#      regression: on a quiet machine about 35% (TINY_LM_SLOWDOWN=0.38), on a noisy one more,
 #   5. with Valgrind: the step's instructions counted (--dlperf-measure=instructions), recorded three times,
 #      and a step with one extra 18 MB tensor copy (about 1% more instructions) fails as a regression,
 #   6. the project as a git repository with two commits, the second widening the model: A/B of the working
@@ -72,13 +73,25 @@ run_pytest compare
 expect compare "tiny_lm +throughput .* tokens/s .* (no change|ok|improvement|inconclusive)"
 expect compare " 0 regressions"
 
-step "4. a step 35% slower (TINY_LM_SLOWDOWN=0.35) fails as a regression"
-export TINY_LM_SLOWDOWN=0.35
-run_pytest slowed
-unset TINY_LM_SLOWDOWN
-[ "$code" = 1 ] || fail "the slowed run exited $code, expected 1 (a test failed)"
-expect slowed "regression: tiny_lm throughput .* tokens/s vs baseline"
-expect slowed "1 failed"
+# The stored figure is held to what its recorded runs can detect, which a shared VM widens well past the
+# tolerance (its runs differ by 20-40% there): the step is slowed by twice that loss on the log scale, so
+# a correct gate catches it nearly always and a gate that claims more than it detects does not.
+gate="$(grep -E "tiny_lm +throughput " "$WORK/compare.log" \
+        | sed -nE 's/.* ([0-9.]+%|cannot) +(no change|ok|improvement|inconclusive|regression)$/\1/p')"
+[ -n "$gate" ] || fail "compare: no 'detects' figure for tiny_lm throughput in its summary (above)"
+if [ "$gate" = cannot ]; then
+  step "4. skipped: the three recorded runs differ so much that no loss short of a halving is detectable here" \
+       "(record again on a quieter machine: the gate is the noise those runs showed)"
+else
+  slowdown="$("$WORK/venv/bin/python" -c "import sys; g = float(sys.argv[1].rstrip('%')) / 100; print(f'{1 / (1 - g) ** 2 - 1:.3f}')" "$gate")"
+  step "4. the run says it detects a loss of $gate: each step made longer by that fraction (TINY_LM_SLOWDOWN=$slowdown) fails as a regression"
+  export TINY_LM_SLOWDOWN="$slowdown"
+  run_pytest slowed
+  unset TINY_LM_SLOWDOWN
+  [ "$code" = 1 ] || fail "the slowed run exited $code, expected 1 (a test failed)"
+  expect slowed "regression: tiny_lm throughput .* tokens/s vs baseline"
+  expect slowed "1 failed"
+fi
 
 if ! command -v valgrind >/dev/null; then
   step "5. skipped: no valgrind on PATH (apt-get install valgrind), so no instruction count"

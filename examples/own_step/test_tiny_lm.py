@@ -3,7 +3,7 @@
 
 def test_tiny_lm_training_speed(dlperf):
     scenario = dlperf.scenario("torch", "tiny_lm", step="tiny_lm:make_step", batch_size=16,
-                               warmup_steps=3, rounds=5, steps_per_round=10)
+                               warmup_steps=3, rounds=9, steps_per_round=10)
     run = dlperf.run(scenario)
     dlperf.check(run)
     assert run.loss_fell(), run.losses
