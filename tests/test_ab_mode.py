@@ -38,6 +38,7 @@ def reference_without(tmp_path: Path, variable: str) -> str:
     return str(script)
 
 
+@pytest.mark.slow
 @pytest.mark.framework("torch")
 def test_same_environment_as_reference_passes_and_reports_the_ratio(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_train=TRAIN_TEST)
@@ -68,6 +69,7 @@ def test_same_environment_as_reference_passes_and_reports_the_ratio(pytester: py
     assert ab["ab_verdict"] == "improvement" or not (ratio > 1.5 and low > 1)
 
 
+@pytest.mark.slow
 @pytest.mark.framework("torch")
 def test_a_slower_candidate_fails_with_ratio_interval_and_both_stacks(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

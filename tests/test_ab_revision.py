@@ -51,6 +51,7 @@ def project_with_two_commits(pytester: pytest.Pytester, before: int, after: int)
     git(pytester, "commit", "-qam", "Do the step's work three times")
 
 
+@pytest.mark.slow
 @pytest.mark.framework("torch")
 def test_a_revision_that_made_the_step_slower_fails_against_its_base(pytester: pytest.Pytester) -> None:
     project_with_two_commits(pytester, before=1, after=3)

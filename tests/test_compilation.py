@@ -190,6 +190,7 @@ def test_compiled_tiny_model(dlperf):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
 @pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
                     reason="torch.compile's CPU backend (inductor) needs a C++ compiler: apt-get install g++")

@@ -42,6 +42,7 @@ def test_a_crashing_rank_is_named_and_the_job_is_gone(tmp_path):
     assert dist.job_processes(exc.job) == []
 
 
+@pytest.mark.slow
 @needs_torch
 def test_a_rank_hung_in_a_collective_is_named_within_the_timeout(tmp_path):
     job = dist.Job("torch", 2, dict(CONFIG, fault={"rank": 1, "step": 3, "kind": "hang"}), timeout=HANG_TIMEOUT,
@@ -54,6 +55,7 @@ def test_a_rank_hung_in_a_collective_is_named_within_the_timeout(tmp_path):
     assert dist.job_processes(exc.job) == []
 
 
+@pytest.mark.slow
 @needs_torch
 @pytest.mark.skipif(unavailable_reason() is not None, reason=unavailable_reason() or "")
 def test_a_hang_across_netns_hosts_kills_the_ranks_inside_the_namespaces(tmp_path):
@@ -75,6 +77,7 @@ def test_a_hung_ps_lite_worker_is_named_and_scheduler_and_servers_are_killed(tmp
     assert dist.job_processes(exc.job) == []
 
 
+@pytest.mark.slow
 @needs_torch
 def test_two_jobs_at_once_get_different_ports_and_both_finish(tmp_path):
     results: dict[int, dist.JobResult] = {}

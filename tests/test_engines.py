@@ -110,6 +110,7 @@ def test_a_host_without_the_interpreter_is_named_before_the_job_starts(hosts, tm
         dist.run_job(job, tmp_path)
 
 
+@pytest.mark.slow
 @needs_ssh
 @needs_torch
 @pytest.mark.parametrize("engine", ["ssh", pytest.param("mpi", marks=pytest.mark.skipif(
@@ -132,6 +133,7 @@ def test_a_host_whose_link_goes_down_is_named(hosts, tmp_path, engine):
     _nothing_left(hosts, exc, grace=60.0 if engine == "slurm" else 15.0)
 
 
+@pytest.mark.slow
 @needs_ssh
 @needs_torch
 @pytest.mark.parametrize("engine", ["ssh", pytest.param("slurm", marks=pytest.mark.skipif(
@@ -303,6 +305,7 @@ MPI_OK = pytest.mark.skipif(MPI_REASON is not None, reason=MPI_REASON or "")
 SLURM_OK = pytest.mark.skipif(SLURM_REASON is not None, reason=SLURM_REASON or "")
 
 
+@pytest.mark.slow
 @needs_ssh
 @needs_torch
 @pytest.mark.parametrize("engine,start", [("ssh", "torchrun"), pytest.param("mpi", "torchrun", marks=MPI_OK),

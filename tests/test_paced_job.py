@@ -141,6 +141,7 @@ def test_a_rank_that_crashes_mid_round_fails_the_group_naming_it_and_nothing_is_
     assert {j: dist.job_processes(j) for j in jobs} == {j: [] for j in jobs}  # both jobs' ranks are gone
 
 
+@pytest.mark.slow
 @needs_torch
 def test_a_rank_hung_mid_round_is_named_within_the_timeout_and_both_jobs_are_killed(tmp_path, monkeypatch):
     started: list[int] = []

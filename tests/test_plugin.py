@@ -208,6 +208,7 @@ def test_require_baselines_fails_a_test_without_them(pytester: pytest.Pytester) 
     ])
 
 
+@pytest.mark.slow
 @pytest.mark.framework("torch")
 def test_update_then_compare_round_trip(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_train=TRAIN_TEST)
@@ -408,6 +409,7 @@ def test_hanging_child_is_killed_with_its_whole_group(pytester: pytest.Pytester)
     assert _processes_with(mark) == [], "a process of the hung scenario outlived its test"
 
 
+@pytest.mark.slow
 @pytest.mark.framework("torch")
 def test_invalid_model_and_nan_loss_are_reported(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("""
@@ -445,6 +447,7 @@ def test_bad_scenario_setting_fails_that_test_with_the_allowed_values(pytester: 
     assert "Traceback" not in result.stdout.str()
 
 
+@pytest.mark.slow
 @pytest.mark.framework("torch")
 def test_unused_baselines_are_counted_on_unfiltered_runs_only(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_train=TRAIN_TEST)
@@ -500,6 +503,7 @@ def test_a_scenario_that_pins_its_threads_is_filed_under_this_machine(pytester: 
     assert sorted(p.name for p in (pytester.path / "baselines").glob("*.json")) == [f"{HW}.json"]
 
 
+@pytest.mark.slow
 def test_a_test_reads_its_own_stored_figure_and_knows_when_it_records(pytester: pytest.Pytester) -> None:
     """``dlperf.ledger.stored(result, metric, label=)`` is the recorded baseline of one of the test's figures
     (a derived one by its label), None before any is recorded; ``dlperf.ledger.recorded_runs`` finds any test's

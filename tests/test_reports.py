@@ -129,6 +129,7 @@ def test_pytest_benchmark_compares_and_fails_on_the_scenarios(pytester: pytest.P
     output.fnmatch_lines(["*test_figures[[]100.0[]]::fp32*median*"])
 
 
+@pytest.mark.slow
 def test_xdist_prints_the_summary_and_writes_the_figures_of_a_serial_run(pytester: pytest.Pytester) -> None:
     pytest.importorskip("xdist", reason="needs pytest-xdist (tox.ini: torch env)")
     pytester.makepyfile(test_figures=FIGURES_TEST)

@@ -81,6 +81,7 @@ def test_step_beside_the_test_is_trained_and_its_figures_reach_junit(pytester: p
     assert "torch/tiny_mlp (step tiny_model:make_step)" in test.scenarios["tiny_mlp"]
 
 
+@pytest.mark.slow
 @TORCH
 def test_step_baselines_round_trip_under_the_workload_name(pytester: pytest.Pytester) -> None:
     project(pytester, STEP_TEST, tiny_model=STEP_MODULE)
@@ -157,6 +158,7 @@ def make_stuck_step(scenario):
 """
 
 
+@pytest.mark.slow
 @TORCH
 def test_errors_in_your_code_fail_that_test_with_your_traceback(pytester: pytest.Pytester) -> None:
     project(pytester, FAILING_TESTS, broken_model=BROKEN_MODULE, tiny_model=STEP_MODULE)
@@ -235,6 +237,7 @@ def test_bad(dlperf):
                                  "name; e.g. step='my_model:make_step'*"])
 
 
+@pytest.mark.slow
 @TORCH
 def test_your_step_in_a_b_mode_runs_under_both_interpreters(pytester: pytest.Pytester) -> None:
     """Paired children (``--paced``) import your step too, the reference interpreter's included."""
