@@ -84,7 +84,8 @@ if [ "$gate" = cannot ]; then
        "(record again on a quieter machine: the gate is the noise those runs showed)"
 else
   slowdown="$("$WORK/venv/bin/python" -c "import sys; g = float(sys.argv[1].rstrip('%')) / 100; print(f'{1 / (1 - g) ** 2 - 1:.3f}')" "$gate")"
-  step "4. the run says it detects a loss of $gate: each step made longer by that fraction (TINY_LM_SLOWDOWN=$slowdown) fails as a regression"
+  step "4. the run says it detects a loss of $gate: a step made $(awk "BEGIN { printf \"%.0f\", $slowdown * 100 }")% longer" \
+       "(TINY_LM_SLOWDOWN=$slowdown) fails as a regression"
   export TINY_LM_SLOWDOWN="$slowdown"
   run_pytest slowed
   unset TINY_LM_SLOWDOWN
