@@ -54,12 +54,9 @@ RATE = "1gbit"
 COMPUTE_BOUND = dict(model="tiny_cnn", batch_size=64, image_size=96, num_classes=10, lr=0.02, momentum=0.9,
                      seed=0, train_samples=4096, val_samples=512, noise=2.0, epochs=1, warmup_steps=4, threads=1,
                      core_per_rank=True)
-#: Measured on the 2-core VM, quiet, paired (20 pairs): 2 processes per job 0.887x [0.851, 0.914],
-#: 0.872x [0.831, 0.914], 0.900x [0.876, 0.922]; 1 process per job 0.80-0.96 (one process's luck).
-#: Both jobs on one core (``taskset -c 0``, no core per rank: the pinning lost) gave 0.615x
-#: [0.573, 0.629]; an all-reduce path that adds a fifth to every step would give about 0.75: the
-#: floor catches both.
-MIN_COMPUTE_BOUND_EFFICIENCY = 0.8
+#: About 10% below the lowest efficiency measured on the 2-core VMs and above what the pinning lost
+#: gives (docs/evidence.md, "Data-parallel scaling").
+MIN_COMPUTE_BOUND_EFFICIENCY = 0.7
 COMPUTE_BOUND_CLAIM = ScalingClaim(min_efficiency={"core_per_worker": MIN_COMPUTE_BOUND_EFFICIENCY},
                                    accuracy_margin=ACCURACY_MARGIN, min_top1=MIN_TOP1, rate=RATE)
 CLAIM = ScalingClaim(min_efficiency=MIN_EFFICIENCY, accuracy_margin=ACCURACY_MARGIN, min_top1=MIN_TOP1,
