@@ -43,9 +43,11 @@ step() {
     nproc
 } >>"$log" 2>&1
 
-step record-mixed-precision 330 perf_tests -m gpu -k "test_mixed_precision_torch" --update-baselines
-step loss-scaling-and-gpt 150 perf_tests -m gpu -k "test_loss_scaling_torch or gpt2_small_amp" --update-baselines
-step compiled-resnet18 120 perf_tests -m gpu -k "compile_and_cuda_graphs and resnet18" --update-baselines
-step gpt-compiled 100 perf_tests -m gpu -k "gpt2_small_compiled" --update-baselines
+# The H200 file holds GPT-2 AMP with one run: bring it to three, judge it once, then start on ResNet.
+step gpt2-amp-record-2 175 perf_tests -m gpu -k "gpt2_small_amp" --update-baselines
+step gpt2-amp-record-3 175 perf_tests -m gpu -k "gpt2_small_amp" --update-baselines
+step gpt2-amp-judged 175 perf_tests -m gpu -k "gpt2_small_amp"
+step resnet18-amp-record 120 perf_tests -m gpu -k "test_amp_fp16_is_at_least_1_8x_fp32_on_gpu and resnet18" \
+    --update-baselines
 echo "=== done at +$(($(date +%s) - start)) s" | tee -a "$log"
 tail -c 9000 "$log"
