@@ -114,6 +114,7 @@ def compare(dlperf, eager, *compiled, cpu: bool, request, claim: bool = True, pa
 # --------------------------------------------------------------------------- CPU, smoke shapes
 
 
+@pytest.mark.slow
 @pytest.mark.framework("torch")
 def test_torch_compile_on_cpu_is_held_against_eager(dlperf, tmp_path, request):
     """inductor's CPU code for training is not faster than eager here: ResNet-18, fp32, batch 16, 64 px,
@@ -132,6 +133,7 @@ def test_torch_compile_on_cpu_is_held_against_eager(dlperf, tmp_path, request):
     assert_compile_recorded(paired.results["compiled"])
 
 
+@pytest.mark.slow
 @pytest.mark.framework("tensorflow")
 def test_tf_xla_on_cpu_is_held_against_graph_mode(dlperf, request):
     """XLA's CPU backend is not TensorFlow's fast CPU path: it compiles its own convolutions instead of
@@ -146,6 +148,7 @@ def test_tf_xla_on_cpu_is_held_against_graph_mode(dlperf, request):
     assert_compile_recorded(paired.results["xla"], events=("recompilations",))
 
 
+@pytest.mark.slow
 @pytest.mark.framework("mxnet")
 def test_mxnet_hybridized_is_not_slower_than_imperative_on_cpu(dlperf, request):
     base = dlperf.scenario("mxnet", "resnet18")

@@ -98,6 +98,7 @@ def test_a_real_job_runs_through_the_engine_across_hosts(engine_hosts, framework
           f"job {result.wall_seconds:.1f} s")
 
 
+@pytest.mark.slow
 @pytest.mark.framework("torch")
 def test_weak_scaling_with_a_core_per_worker_is_efficient(engine_hosts, tmp_path):
     """1 worker on one core vs 2 on a core each: same resources per worker; the engine and the all-reduce cost."""

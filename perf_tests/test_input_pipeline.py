@@ -158,6 +158,7 @@ def test_loader_is_not_the_bottleneck(dlperf, framework, data_root, request):
         assert not balance.data_bound, f"{framework} with {workers} loader workers: {balance.explain()}"
 
 
+@pytest.mark.slow
 @pytest.mark.tolerance(throughput=0.5)
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_data_bound_configuration_is_detected(dlperf, framework, data_root, request):

@@ -14,6 +14,10 @@ import math
 
 import pytest
 
+#: Each counted scenario takes one to two minutes on a 2-core VM; per push, the example project counts
+#: its own step (examples/run_as_new_user.sh), and tox -m perf and the nightly job run these.
+pytestmark = pytest.mark.slow
+
 #: Steps of about 100 million instructions: each counted step takes tens of seconds under callgrind.
 COUNTED = dict(measure="instructions", warmup_steps=2, rounds=3, steps_per_round=1)
 IMAGES = dict(image_size=32, batch_size=2, num_classes=10)

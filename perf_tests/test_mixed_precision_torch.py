@@ -20,6 +20,9 @@ from pytest_dlperf.judging.stats import claim_decided, decide
 pytestmark = pytest.mark.framework("torch")
 
 MODELS = ("resnet50", "resnet18")
+#: ResNet-50 in bf16 takes over two minutes where the CPU only emulates bf16 (AVX2): per-push CI
+#: (tox -m ci) holds ResNet-18 here and ResNet-50 in TensorFlow and MXNet; tox -m perf runs both.
+CPU_MODELS = (pytest.param("resnet50", marks=pytest.mark.slow), "resnet18")
 MIN_AMP_SPEEDUP = 1.8
 #: Seed 001: apex/examples/imagenet/main.py --static-loss-scale 256
 APEX_STATIC_LOSS_SCALE = 256.0
@@ -66,7 +69,7 @@ def test_tf32_and_bf16_on_gpu_are_not_slower_than_strict_fp32(dlperf, gpu):
 
 
 @pytest.mark.precision("fp32", "amp_bf16")
-@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("model", CPU_MODELS)
 def test_cpu_precisions_train_and_hold_their_throughput(dlperf, model, precision):
     """The CPU equivalent: the same model, optimizer and autocast code path, small shapes.
 

@@ -122,9 +122,10 @@ def test_cpu_suite_runs_on_every_push_and_pull_request_on_hosted_runners():
     python = {s["with"]["python-version"] for s in uses(wf, "actions/setup-python")}
     assert python == {"3.11"}
     assert "tox -m ci" in run_text(wf)
-    slow = wf["jobs"]["slow-selftests"]
+    slow = wf["jobs"]["slow"]
     assert slow["if"] == "github.event_name == 'schedule'" and "schedule" in on
     assert "tox -e torch,selftest-slow" in str(slow["steps"]), "the self-tests tox -m ci leaves out run nightly"
+    assert "perf-torch-slow,perf-tf-slow,perf-mxnet-slow" in str(slow["steps"]), "and the slow performance tests"
 
 
 def test_gpu_suite_runs_only_on_the_self_hosted_gpu_runner_and_never_for_pull_requests():

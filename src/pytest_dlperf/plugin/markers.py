@@ -25,7 +25,8 @@ MARKERS = {
     "distributed": "distributed(workers=2, launcher=None, rate=None): the hosts the distributed fixture "
                    "gives the test; launcher one of " + ", ".join(LAUNCHERS) + " (None: --dlperf-launcher); "
                    "rate (netns only) limits each host's link, e.g. '1gbit'",
-    "slow": "slow: takes minutes even in the smoke profile",
+    "slow": "slow: takes minutes on a 2-core CPU even in the smoke profile; -m 'not slow' leaves it out "
+            "(tox -m ci does, for per-push CI)",
     "tolerance": "tolerance(fraction=None, **per_metric): how loosely this test's figures are at least held, "
                  "e.g. tolerance(0.15) for all, tolerance(throughput=0.5, speedup=0.5) for those metrics only",
 }
