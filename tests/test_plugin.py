@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_dlperf.child.environment import hardware_key
+from pytest_dlperf.judging.noise import PRIORS
 from pytest_dlperf.reports.junit import read_reports
 
 HW = hardware_key("cpu")
@@ -277,8 +278,9 @@ def test_a_figure_with_one_recorded_run_is_judged_by_its_kind(pytester: pytest.P
     write_baseline(pytester, {"test_train.py::test_train::fp32@smoke": {"throughput": record(1e6)}})
     result = run(pytester, "--junitxml=report.xml")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["regression: fp32 throughput * (-*%, detects *% (tolerance 10.0%, run-to-run 5.0% "
-                                 "over 1 recorded run), p=*"])
+    prior = PRIORS["cpu"]["throughput"]
+    result.stdout.fnmatch_lines([f"regression: fp32 throughput * (-*%, detects *% (tolerance 10.0%, run-to-run "
+                                 f"{prior:.1%} over 1 recorded run), p=*"])
     (test,) = read_reports([pytester.path / "report.xml"])
     throughput = next(m for m in test.metrics if m.metric == "throughput")
     assert throughput.verdict == "regression" and throughput.detectable is not None and throughput.runs == 1
