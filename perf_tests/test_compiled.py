@@ -44,7 +44,7 @@ import pytest
 
 from pytest_dlperf.plugin.options import DEFAULT_AB_THRESHOLD as AB_THRESHOLD
 from pytest_dlperf.judging.outcomes import REGRESSION
-from pytest_dlperf.judging.stats import decide
+from pytest_dlperf.judging.stats import decide, decided_at
 from perf_tests.claims.tuning import SlowdownWarning
 
 #: CPU: processes per variant and pairs (see the module docstring for why fewer than the default).
@@ -84,7 +84,8 @@ def compare(dlperf, eager, *compiled, cpu: bool, request, claim: bool = True, pa
     compiled one is not slower (``claim=False``: a known slowdown is reported as a SlowdownWarning and
     a ``slower_than_<eager>`` property instead, its figures still held against the baselines)."""
     options = dict(processes=CPU_PROCESSES, pairs=pairs) if cpu else {}
-    paired = dlperf.run_paired(eager, *compiled, build_one_at_a_time=True, **options)
+    paired = dlperf.run_paired(eager, *compiled, build_one_at_a_time=True,
+                               decided=decided_at(AB_THRESHOLD) if claim else None, **options)
     runs = [paired.results[s.label] for s in (eager, *compiled)]
     for s in compiled:
         dlperf.ledger.speedup(f"{s.label}_vs_{eager.label}", paired.ratio(s.label))

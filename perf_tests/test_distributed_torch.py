@@ -22,8 +22,9 @@ import dataclasses
 
 import pytest
 
+from pytest_dlperf.judging.stats import claim_decided
 from pytest_dlperf.processes import distributed as dist
-from pytest_dlperf.processes.distributed.paced_job import paced_problem, run_paired_jobs
+from pytest_dlperf.processes.distributed.paced_job import paced_problem
 from perf_tests.claims.scaling import ScalingClaim, check_paired_workers, check_two_workers
 
 pytestmark = pytest.mark.framework("torch")
@@ -119,16 +120,14 @@ def test_two_workers_scale_and_keep_accuracy(dlperf, network, distributed, tmp_p
         pair = run(2, SCALING, distributed.launcher, label=f"ddp2-{network}", tmp_path=tmp_path)
         check_two_workers(dlperf, SEQUENTIAL_CLAIM, network, SCALING["batch_size"], single, pair)
         return
-    try:
-        with dist.jobs_lock([one, two]):
-            paired = run_paired_jobs([one, two], pairs=PAIRS, workdir=tmp_path)
-    except dist.JobFailed as exc:
-        pytest.fail(exc.report(), pytrace=False)
+    floor = CLAIM.min_efficiency.get(network)
+    paired = dlperf.run_paired_jobs(one, two, pairs=PAIRS,
+                                    decided=None if floor is None else claim_decided(floor, [two.label]))
     check_paired_workers(dlperf, CLAIM, network, SCALING["batch_size"], paired, one.label, two.label)
 
 
 @pytest.mark.distributed(workers=2, launcher="local")
-def test_compute_bound_weak_scaling_with_a_core_per_worker(dlperf, distributed, tmp_path):
+def test_compute_bound_weak_scaling_with_a_core_per_worker(dlperf, distributed):
     """Seed 002's table (1, 2 and 4 workers: speed per worker and held-out accuracy), fairly: 1 worker
     on one core against N workers on a core each, paired round by round (2 processes per job, so one
     process's luck cannot decide). 4 workers where this process may use 4 CPUs (the 16-core GPU box)."""
@@ -142,11 +141,8 @@ def test_compute_bound_weak_scaling_with_a_core_per_worker(dlperf, distributed, 
         print(f"4 workers not run: this process may use {cores} CPUs, 4 workers need a core each")
     jobs = [dist.Job("torch", 1, COMPUTE_BOUND, timeout=TIMEOUT, label="single-core")]
     jobs += [dist.Job("torch", n, COMPUTE_BOUND, timeout=TIMEOUT, label=f"ddp{n}-core-per-worker") for n in counts]
-    try:
-        with dist.jobs_lock(jobs):
-            paired = run_paired_jobs(jobs, pairs=PAIRS, processes=2, workdir=tmp_path)
-    except dist.JobFailed as exc:
-        pytest.fail(exc.report(), pytrace=False)
+    paired = dlperf.run_paired_jobs(*jobs, pairs=PAIRS, processes=2,
+                                    decided=claim_decided(MIN_COMPUTE_BOUND_EFFICIENCY, [j.label for j in jobs[1:]]))
     assert len(paired.results[jobs[0].label][0].workers[0]["cpus"]) == 1
     for job in jobs[1:]:
         used = sorted(tuple(w["cpus"]) for w in paired.results[job.label][0].workers)

@@ -15,7 +15,7 @@ import pytest
 
 from pytest_dlperf.plugin.options import DEFAULT_AB_THRESHOLD as AB_THRESHOLD
 from pytest_dlperf.judging.outcomes import REGRESSION
-from pytest_dlperf.judging.stats import claim_decided, decide
+from pytest_dlperf.judging.stats import all_decided, claim_decided, decide, decided_at
 
 pytestmark = pytest.mark.framework("tensorflow")
 
@@ -72,7 +72,9 @@ def test_amp_fp16_is_at_least_1_8x_fp32_on_gpu(dlperf, gpu):
 def test_tf32_and_bf16_on_gpu_are_not_slower_than_strict_fp32(dlperf, gpu):
     base = dlperf.scenario("tensorflow", "resnet50", batch_size=SEED_FP32_BATCH)
     paired = dlperf.run_paired(base.replace(precision="fp32"), base.replace(precision="tf32"),
-                               base.replace(precision="amp_bf16"))
+                               base.replace(precision="amp_bf16"),
+                               decided=all_decided(decided_at(AB_THRESHOLD, ["tf32"]),
+                                                   claim_decided(MIN_AMP_SPEEDUP, ["amp_bf16"])))
     fp32, tf32, bf16 = (paired.results[k] for k in ("fp32", "tf32", "amp_bf16"))
     tf32_ratio, bf16_ratio = paired.ratio("tf32"), paired.ratio("amp_bf16")
     dlperf.ledger.speedup("tf32_vs_fp32", tf32_ratio)

@@ -107,22 +107,45 @@ def test_one_and_two_workers_alternate_rounds_and_give_a_paired_ratio(tmp_path):
     assert paired.jobs["two"].config[PACED] is True and paired.jobs["two"].config["rounds"] == PAIRS
 
 
+@needs_torch
+def test_an_undecided_group_takes_fresh_processes_until_decided_up_to_the_cap(tmp_path):
+    one = dist.Job("torch", 1, CONFIG, timeout=120, label="one")
+    two = dist.Job("torch", 2, CONFIG, timeout=120, label="two")
+    seen: list[int] = []
+
+    def decided(ratios):  # undecided after the first generation, decided after the second
+        seen.append(ratios["two"].units)
+        return ratios["two"].units >= 2
+
+    with dist.jobs_lock([one, two]):
+        paired = run_paired_jobs([one, two], pairs=PAIRS, workdir=tmp_path, decided=decided, max_generations=4)
+    assert paired.generations == 2 and seen == [1, 2]
+    assert paired.ratio("two").n == 2 * PAIRS and paired.ratio("two").units == 2
+    assert len(paired.results["one"]) == len(paired.results["two"]) == 2  # a fresh job per generation
+    assert paired.jobs["two"].config["rounds"] == PAIRS  # each generation's jobs took their share of the rounds
+    for result in paired.results["two"]:
+        assert all(len(w["throughput"]) == PAIRS for w in result.workers)
+        assert dist.job_processes(result.job_id) == []
+
+    with dist.jobs_lock([one, two]):
+        capped = run_paired_jobs([one, two], pairs=PAIRS, workdir=tmp_path, decided=lambda r: False,
+                                 max_generations=2)
+    assert capped.generations == 2
+
+
+# the fixture's method: the group's lock, its progress lines, and a failed job failing the test
 CRASHING_TEST = """
 from pytest_dlperf.processes import distributed as dist
-from pytest_dlperf.processes.distributed.paced_job import run_paired_jobs
-import pytest, json, os
+from pytest_dlperf.judging.stats import claim_decided
+import json
 
 CONFIG = json.loads({config!r})
 
-def test_scaling():
+def test_scaling(dlperf):
     one = dist.Job("torch", 1, CONFIG, timeout=120, label="one")
     two = dist.Job("torch", 2, dict(CONFIG, fault={{"rank": 1, "step": {step}, "kind": "crash"}}), timeout=120,
                    label="two")
-    try:
-        with dist.jobs_lock([one, two]):
-            run_paired_jobs([one, two], pairs={pairs}, workdir=os.environ["JOBS_DIR"])
-    except dist.JobFailed as exc:
-        pytest.fail(exc.report(), pytrace=False)
+    dlperf.run_paired_jobs(one, two, pairs={pairs}, decided=claim_decided(0.1))
 """
 
 
@@ -131,12 +154,14 @@ def test_a_rank_that_crashes_mid_round_fails_the_group_naming_it_and_nothing_is_
                                                                                      monkeypatch):
     # 2-worker job: 12 steps = 4 warm-up + 4 rounds of 2; step 6 is the first step of round 2
     pytester.makepyfile(test_crash=CRASHING_TEST.format(config=json.dumps(CONFIG), step=6, pairs=PAIRS))
-    monkeypatch.setenv("JOBS_DIR", str(tmp_path))
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--basetemp={tmp_path}")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*distributed job 'two-*': worker 1 crashed (exit status 17)*",
+    result.stdout.fnmatch_lines(["*one vs two: jobs interleaved, 4 pairs x 1 process per job, more generations "
+                                 "until decided (up to 6)*",
+                                 "*one vs two: failed: *",
+                                 "*distributed job 'two-*': worker 1 crashed (exit status 17)*",
                                  "*--- last output of worker 1 ---*", "*injected fault: crash at step 6*"])
-    jobs = sorted(d.name for d in tmp_path.glob("paired-jobs-*/*") if d.is_dir())  # one folder per job, its id
+    jobs = sorted(d.name for d in tmp_path.glob("**/paired-jobs-*/*") if d.is_dir())  # one folder per job, its id
     assert [j.split("-")[0] for j in jobs] == ["one", "two"], jobs
     assert {j: dist.job_processes(j) for j in jobs} == {j: [] for j in jobs}  # both jobs' ranks are gone
 

@@ -282,6 +282,20 @@ def test_a_group_is_decided_once_no_ratio_is_inconclusive() -> None:
     assert rule({"a": made(0.85, 0.80, 0.90), "b": made(1.00, 0.95, 1.05)}) is True
     assert rule({"a": made(0.85, 0.80, 0.90), "b": made(0.99, 0.88, 1.10)}) is False
     assert rule({}) is True
+    only_a = decided_at(0.10, ["a"])  # a group holding several claims decides each on its own variants
+    assert only_a({"a": made(0.85, 0.80, 0.90), "b": made(0.99, 0.88, 1.10)}) is True
+    assert only_a({"a": made(0.95, 0.80, 1.10), "b": made(1.00, 0.95, 1.05)}) is False
+
+
+def test_a_group_of_several_claims_is_decided_when_each_is() -> None:
+    from pytest_dlperf.judging.stats import all_decided, claim_decided
+
+    rule = all_decided(decided_at(0.10, ["tf32"]), claim_decided(1.8, ["amp"]))
+    clear_amp, open_amp = made(2.5, 2.2, 2.8), made(1.9, 1.6, 2.2)
+    clear_tf32, open_tf32 = made(1.00, 0.95, 1.05), made(0.95, 0.80, 1.10)
+    assert rule({"tf32": clear_tf32, "amp": clear_amp}) is True
+    assert rule({"tf32": open_tf32, "amp": clear_amp}) is False
+    assert rule({"tf32": clear_tf32, "amp": open_amp}) is False
 
 
 def test_a_claim_is_decided_when_its_interval_lies_on_one_side_of_the_floor() -> None:

@@ -186,10 +186,12 @@ def decide(ratio: PairedRatio, threshold: float) -> str:
     return INCONCLUSIVE
 
 
-def decided_at(threshold: float) -> Callable[[dict[str, PairedRatio]], bool]:
-    """A paired group's stopping rule: every ratio decided (:func:`decide` is not INCONCLUSIVE) at ``threshold``."""
+def decided_at(threshold: float, variants: Sequence[str] | None = None) -> Callable[[dict[str, PairedRatio]], bool]:
+    """A paired group's stopping rule: every ratio (of ``variants``, or all) decided (:func:`decide` is not
+    INCONCLUSIVE) at ``threshold``."""
     def decided(ratios: dict[str, PairedRatio]) -> bool:
-        return all(decide(r, threshold) != INCONCLUSIVE for r in ratios.values())
+        return all(decide(r, threshold) != INCONCLUSIVE for key, r in ratios.items()
+                   if variants is None or key in variants)
     return decided
 
 
@@ -199,4 +201,11 @@ def claim_decided(floor: float, variants: Sequence[str] | None = None) -> Callab
     def decided(ratios: dict[str, PairedRatio]) -> bool:
         chosen = [r for key, r in ratios.items() if variants is None or key in variants]
         return all(r.low >= floor or r.high < floor for r in chosen)
+    return decided
+
+
+def all_decided(*rules: Callable[[dict[str, PairedRatio]], bool]) -> Callable[[dict[str, PairedRatio]], bool]:
+    """A group's stopping rule when it holds several claims (e.g. one per variant): each rule decided."""
+    def decided(ratios: dict[str, PairedRatio]) -> bool:
+        return all(rule(ratios) for rule in rules)
     return decided

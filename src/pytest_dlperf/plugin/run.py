@@ -18,6 +18,8 @@ from pytest_dlperf.judging.verdict import MISSING, REGRESSION, Verdict, failure_
 from pytest_dlperf.plugin.ledger import Ledger
 from pytest_dlperf.plugin.session import DlperfSession
 from pytest_dlperf.processes.devicelock import DeviceLockTimeout, device_lock, visible_gpus
+from pytest_dlperf.processes.distributed import Job, JobFailed, jobs_lock
+from pytest_dlperf.processes.distributed.paced_job import PairedJobs, run_paired_jobs
 from pytest_dlperf.processes.paired import DEFAULT_PROCESSES, PairedResult, Variant, pairs_for, run_paired
 from pytest_dlperf.processes.runner import PACKAGE_DIR, ScenarioFailed, run_loader_only, run_scenario
 from pytest_dlperf.profiles import COUNTED_ROUNDS, EMULATED_SHAPE, scenario_for
@@ -190,6 +192,38 @@ class DlperfRun:
                 self.ledger.record(result)
         for key, ratio in paired.ratios.items() if record else ():
             self._item.user_properties += figures.of_paired(key, ratio, paired.reference)
+        return paired
+
+    def run_paired_jobs(self, *jobs: Job, pairs: int, processes: int = 1,
+                        decided: Callable[[dict[str, PairedRatio]], bool] | None = None,
+                        max_generations: int | None = None) -> PairedJobs:
+        """Run distributed ``jobs`` interleaved, round by round; the first (e.g. the 1-worker job) is the
+        reference (:func:`pytest_dlperf.processes.distributed.paced_job.run_paired_jobs`). The devices' lock
+        is held for the whole group; a job that fails fails the test with its ranks' report. ``decided``
+        (e.g. :func:`pytest_dlperf.judging.stats.claim_decided`): one more generation of fresh processes at a
+        time while the ratios are not decided, up to ``max_generations`` (default ``--dlperf-max-generations``).
+        The caller records and judges the figures (``paired.ratio(label)``, ``paired.results``)."""
+        if decided is not None and max_generations is None:
+            max_generations = self._session.options.max_generations
+        labels = [job.label for job in jobs]
+        say = self._session.console.for_scenario(" vs ".join(labels))
+        until = f", more generations until decided (up to {max_generations})" if decided is not None else ""
+        say(f"jobs interleaved, {pairs_for(pairs, processes)} pairs x {processes} "
+            f"process{'es' if processes > 1 else ''} per job{until}")
+        started = time.monotonic()
+        try:
+            with jobs_lock(jobs):
+                paired = run_paired_jobs(jobs, pairs=pairs, processes=processes, workdir=self._workdir,
+                                         on_progress=self._session.console.child_progress("paired jobs"),
+                                         decided=decided, max_generations=max_generations)
+        except JobFailed as exc:
+            say(f"failed: {exc.report().splitlines()[0]}")
+            pytest.fail(exc.report(), pytrace=False)
+        except DeviceLockTimeout as exc:
+            pytest.fail(f"paired jobs {labels!r} not run: {exc}", pytrace=False)
+        say(f"done in {time.monotonic() - started:.0f} s, {paired.generations} "
+            f"generation{'s' * (paired.generations > 1)}: "
+            + ", ".join(f"{key} {ratio.describe()}" for key, ratio in paired.ratios.items()) + f" over {labels[0]}")
         return paired
 
     def _run_ab(self, scenario: Scenario) -> TrainingResult:

@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Mapping, Sequence
 
 from pytest_dlperf.processes.paced_child import relay_rounds
+from pytest_dlperf.judging.stats import PairedRatio
 from pytest_dlperf.processes.paired import Rounds, check_group, drive
 from pytest_dlperf.processes.runner import tail
 from pytest_dlperf.processes.distributed.job import ENTRY_POINTS, Job, JobFailed, JobResult, Rank, host_python
@@ -275,13 +276,18 @@ class PairedJobs(Rounds):
 
 
 def run_paired_jobs(jobs: Sequence[Job], pairs: int, processes: int = 1, workdir: Path | None = None,
-                    on_progress: Callable[[str], None] | None = None, confidence: float = 0.95) -> PairedJobs:
+                    on_progress: Callable[[str], None] | None = None, confidence: float = 0.95,
+                    decided: Callable[[dict[str, PairedRatio]], bool] | None = None,
+                    max_generations: int | None = None) -> PairedJobs:
     """Run ``jobs`` interleaved, round by round; the first (e.g. the 1-worker job) is the reference.
 
     Each job runs ``pairs / processes`` timed rounds (``pairs`` rounded up to whole blocks of
     ``2 * processes``), set in its config as ``rounds``, so the jobs' configs must give their
-    total training (``epochs`` or ``steps``) and leave the split into rounds to this. The caller
-    holds the device lock for the whole group (:func:`~pytest_dlperf.processes.distributed.jobs_lock`).
+    total training (``epochs`` or ``steps``) and leave the split into rounds to this. While
+    ``decided(ratios)`` is false, one more generation of fresh processes runs the jobs again, up to
+    ``max_generations`` in all (:func:`~pytest_dlperf.processes.paired.drive`); each generation trains
+    every job in full. The caller holds the device lock for the whole group
+    (:func:`~pytest_dlperf.processes.distributed.jobs_lock`).
     Raises :class:`~pytest_dlperf.processes.distributed.JobFailed`.
     """
     labels = [j.label for j in jobs]
@@ -302,8 +308,9 @@ def run_paired_jobs(jobs: Sequence[Job], pairs: int, processes: int = 1, workdir
 
     # on CPU one job builds and warms up after the other (as paired.run_paired does for torch, whose
     # ranks these are): at once, their ranks' OpenMP pools oversubscribe the cores
-    run = drive(labels, start, pairs, processes, build_width=None if uses_gpu else 1, confidence=confidence)
-    rounds = len(run.throughput[labels[0]]) // processes
+    run = drive(labels, start, pairs, processes, build_width=None if uses_gpu else 1, confidence=confidence,
+                decided=decided, max_generations=max_generations)
+    rounds = len(run.throughput[labels[0]]) // (processes * run.generations)
     ran = {j.label: dataclasses.replace(j, config=paced_config(j.config, rounds)) for j in jobs}
     return PairedJobs(**vars(run), jobs=ran)
 
