@@ -19,6 +19,24 @@ def test_the_new_content_replaces_the_old_and_no_temporary_file_stays(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["result.json"]
 
 
+def test_the_file_keeps_its_permissions_and_a_new_one_gets_the_umasks(tmp_path):
+    import os
+    import stat
+
+    shared = tmp_path / "baseline.json"
+    shared.write_text("old", encoding="utf-8")
+    shared.chmod(0o664)
+    write_atomically(shared, "new")
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o664  # not mkstemp's 0600: a baseline others read and commit
+
+    umask = os.umask(0o027)
+    try:
+        write_atomically(tmp_path / "new.json", "{}")
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE((tmp_path / "new.json").stat().st_mode) == 0o640
+
+
 def test_a_failed_write_leaves_the_old_content_and_no_temporary_file(tmp_path, monkeypatch):
     target = tmp_path / "baseline.json"
     target.write_text("old", encoding="utf-8")
