@@ -82,8 +82,8 @@ def metric_row(m: MetricRecord, with_test: bool = False, hardware: str = "", sca
 METRIC_HEAD = ("<tr>{test}<th>hardware</th><th>scenario</th><th>metric</th><th>observed</th><th>baseline</th>"
                 "<th>change</th><th>± gate</th><th>verdict</th><th>paired evidence</th></tr>")
 LEGEND = ("<b>±</b> is each figure's gate: the smallest change its verdict could call (its tolerance, widened "
-          "by its run-to-run noise over the recorded runs). <b>noise unknown</b>: nothing measured that noise, "
-          "so the gate is the tolerance and a change beyond it is inconclusive; <b>n=1</b>: one sample. "
+          "by its run-to-run noise over the recorded runs). <b>cannot detect</b>: even a halving or a doubling "
+          "stays within the gate; <b>n=1</b>: one sample. "
           "<b>IQR</b>: the spread of the run's own rounds. <b>paired evidence</b>: the same test's paired "
           "speedups (variants timed in turn, 95% interval) beside an absolute throughput. Each figure "
           "(test, scenario, metric, hardware) is counted once, however many reports hold it.")

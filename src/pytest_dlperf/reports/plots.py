@@ -101,7 +101,7 @@ def _short_test(test: str, width: int = 56) -> str:
 
 
 def _marks(m: MetricRecord) -> str:
-    """n=1 and noise unknown, as the tables mark them."""
+    """n=1 and "cannot detect", as the tables mark them."""
     marks = marks_of(m)
     return f"  [{', '.join(marks)}]" if marks else ""
 

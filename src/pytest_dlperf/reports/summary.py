@@ -29,7 +29,7 @@ def _md(text: str) -> str:
 
 
 def _gate_md(m: MetricRecord) -> str:
-    """The gate as ``±x%`` (tolerance where the noise is unknown), with n=1 / noise unknown marked."""
+    """The gate as ``±x%``, with n=1 and "cannot detect" marked."""
     gate = digest.gate_of(m)
     return (f"±{gate:.0%}" if gate is not None else "-") + "".join(f" ⚠️{x}" for x in digest.marks_of(m))
 
@@ -82,11 +82,10 @@ def verdict_markdown(tests: Sequence[TestRecord]) -> list[str]:
     inconclusive = d.by_verdict("inconclusive")
     if inconclusive:
         lines += [f"### {count(len(inconclusive), 'inconclusive figure')}", "",
-                  "Moved beyond the tolerance but not beyond the figure's own noise, or its noise is unknown; "
-                  "they fail nothing.", ""]
+                  "Moved beyond the tolerance but not beyond the figure's gate; they fail nothing.", ""]
         lines += _figure_rows_md(inconclusive, d, scales)
-    lines += ["± is each figure's gate: the smallest change its verdict could call (its tolerance, widened by its "
-              "run-to-run noise); *noise unknown*: the gate is the tolerance and a change beyond it is inconclusive.",
+    lines += ["± is each figure's gate: the smallest change for the worse its verdict could call (its tolerance, "
+              "widened by its run-to-run noise); *cannot detect*: even a halving or a doubling stays within it.",
               ""]
     return lines
 
