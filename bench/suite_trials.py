@@ -14,10 +14,11 @@ unknown), then the run as a whole (:func:`pytest_dlperf.judging.run_shift.judge_
 - ``framework_throughput_-30%``: every throughput of the run 30% lower: caught as a shift.
 
 Sources: baseline files (each run of a figure's history is one run; runs without a session id are
-placed by position) and judged runs' logs (``-ra`` terminal tables: observed over the baseline
-shown, times the centre of that baseline's runs).
+placed by position), judged runs' logs (``-ra`` terminal tables: observed over the baseline
+shown, times the centre of that baseline's runs) and judged runs' JUnit reports (a folder per run).
 
     python bench/suite_trials.py --baseline B.json --logs aa-*.log --baseline-of-logs B.json
+    python bench/suite_trials.py --baseline B.json --reports run1/reports run2/reports --baseline-of-logs B.json
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from typing import Any
 
 from pytest_dlperf.judging import run_shift
 from pytest_dlperf.judging.baselines import Baseline
-from pytest_dlperf.judging.gates import family_alpha, floor_for
+from pytest_dlperf.judging.gates import family_alpha, tolerance_for
 from pytest_dlperf.judging.noise import EXACT, MachineNoise, kind_of
 from pytest_dlperf.judging.verdict import CHECKED_METRICS, EVENT_COUNTS, REGRESSION, compare
 from pytest_dlperf.result import Metric
@@ -82,6 +83,28 @@ def runs_of_logs(logs: list[Path], baseline: Path) -> list[dict[tuple[str, str],
     return out
 
 
+def runs_of_reports(folders: list[Path], baseline: Path) -> list[dict[tuple[str, str], float]]:
+    """Each judged run's figures from its JUnit reports (one folder per run, e.g. a rehearsal's
+    ``reports/``): the figures ``baseline`` holds, by its keys (``<test>::<label>@<profile>``)."""
+    from pytest_dlperf.reports.junit import read_reports
+
+    entries = json.loads(baseline.read_text())["entries"]
+    by_test: dict[str, list[str]] = {}
+    for key in entries:
+        by_test.setdefault(key.rsplit("::", 1)[0], []).append(key)
+    out = []
+    for folder in folders:
+        run = {}
+        for test in read_reports(sorted(folder.glob("perf-*.xml")), require_metrics=False):
+            for m in test.metrics:
+                key = next((k for k in by_test.get(test.test, []) if k.rsplit("::", 1)[1].split("@")[0] == m.label),
+                           None)
+                if key is not None and m.metric in entries[key] and m.value > 0:
+                    run[(key, m.metric)] = m.value
+        out.append(run)
+    return out
+
+
 ALPHA = [0.05]
 
 
@@ -111,7 +134,7 @@ def judge(facts: dict, history: list[dict], new: dict, injected: dict[tuple[str,
         metric = Metric(name=name, samples=(value,), unit=f["unit"], direction=f["direction"], estimate=value)
         base = Baseline(value=runs[-1], unit=f["unit"], direction=f["direction"], samples=(), iqr=0.0,
                         software=f["software"], recorded="", runs=runs)
-        v = compare(key, "", metric, base, floor_for(name, TOLERANCE), f["software"],
+        v = compare(key, "", metric, base, tolerance_for(name, TOLERANCE), f["software"],
                     spread=noise.spread(key, name, framework, kind), alpha=alpha,
                     shared=noise.unknown_shift(framework, kind), kind=kind)
         verdicts.append(v.__class__(**{**v.__dict__, "hardware": HW}))
@@ -131,6 +154,8 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, action="append", default=[], help="a baseline file: its runs")
     ap.add_argument("--logs", type=Path, nargs="*", default=[], help="judged runs' terminal logs")
     ap.add_argument("--baseline-of-logs", type=Path, help="the baseline file the logs were judged against")
+    ap.add_argument("--reports", type=Path, nargs="*", default=[],
+                    help="judged runs' JUnit report folders (one per run), read by --baseline-of-logs's keys")
     ap.add_argument("--history", type=int, default=3)
     ap.add_argument("--combinations", type=int, default=10, help="baseline choices per trial run")
     ap.add_argument("--seed", type=int, default=1)
@@ -146,6 +171,8 @@ def main() -> None:
         runs += r
     if args.logs:
         runs += runs_of_logs(args.logs, args.baseline_of_logs)
+    if args.reports:
+        runs += runs_of_reports(args.reports, args.baseline_of_logs)
     print(f"{len(runs)} runs of {len(facts)} figures")
     counts: Counter = Counter()
     gates: dict[str, list[float]] = {}
