@@ -55,6 +55,15 @@ def test_a_shift_is_most_of_a_group_of_at_least_four_moving_one_way_beyond_its_t
         assert "tensorflow peak_host_memory figures on cpu-a moved up (+15%" in warning
 
 
+def test_a_group_takes_the_framework_of_the_report_that_measured_it():
+    # tox runs every test file in each framework's environment: elsewhere the test is a skip
+    measured = tf_test("t.py::a", memory("t.py::a", 1.0e9))
+    skipped_elsewhere = Record("t.py::a", "skipped", "needs torch")
+    for tests in ([measured, skipped_elsewhere], [skipped_elsewhere, measured]):
+        (group,) = digest.rollups(tests, digest.distinct(tests))
+        assert group.framework == "tensorflow"
+
+
 def test_the_verdict_line_says_what_happened_and_what_was_compared():
     regressed = dataclasses.replace(memory("t.py::a", 1.3e9, verdict="regression"), runs=4, detectable=0.12)
     tests = [tf_test("t.py::a", regressed), Record("t.py::b", "failed", "the loss is NaN", hardware="cpu-a")]
