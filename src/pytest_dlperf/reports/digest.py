@@ -157,9 +157,9 @@ class Group:
 def rollups(tests: Sequence[TestRecord], figures: Sequence[MetricRecord]) -> list[Group]:
     """The figures with a baseline by framework x metric x hardware, largest groups first."""
     by_test: dict[str, TestRecord] = {}
-    for t in tests:  # the same test skipped in another framework's environment names no framework
-        if t.metrics or t.test not in by_test:
-            by_test[t.test] = t
+    for record in tests:  # the same test skipped in another framework's environment names no framework
+        if record.metrics or record.test not in by_test:
+            by_test[record.test] = record
     groups: dict[tuple[str, str, str], Group] = {}
     for m in figures:
         if m.delta is None:
