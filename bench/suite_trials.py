@@ -40,8 +40,8 @@ from pytest_dlperf.judging.noise import EXACT, MachineNoise, kind_of
 from pytest_dlperf.judging.verdict import CHECKED_METRICS, EVENT_COUNTS, REGRESSION, compare
 from pytest_dlperf.result import Metric
 
-TOLERANCE = 0.10
-HW = "cpu-trials"
+#: The profile's tolerance and the machine (its device class picks the stated priors): --tolerance, --hardware.
+SETTINGS = {"tolerance": 0.10, "hardware": "cpu-trials"}
 
 
 def runs_of_file(path: Path) -> tuple[dict[tuple[str, str], dict[str, Any]], list[dict[tuple[str, str], float]]]:
@@ -118,7 +118,7 @@ def judge(facts: dict, history: list[dict], new: dict, injected: dict[tuple[str,
             "value": history[-1][(key, name)], "unit": f["unit"], "direction": f["direction"],
             "software": f["software"], "runs": [{"value": h[(key, name)], "session": f"s{i}"}
                                                 for i, h in enumerate(history)]}
-    noise = MachineNoise.build(HW, entries)
+    noise = MachineNoise.build(SETTINGS["hardware"], entries)
     judged = sum(1 for key, name in keys if noise.figures.get((key, name)) and
                  noise.figures[(key, name)].kind != EXACT)
     alpha = family_alpha(judged, "check", ALPHA[0])
@@ -134,10 +134,11 @@ def judge(facts: dict, history: list[dict], new: dict, injected: dict[tuple[str,
         metric = Metric(name=name, samples=(value,), unit=f["unit"], direction=f["direction"], estimate=value)
         base = Baseline(value=runs[-1], unit=f["unit"], direction=f["direction"], samples=(), iqr=0.0,
                         software=f["software"], recorded="", runs=runs)
-        v = compare(key, "", metric, base, tolerance_for(name, TOLERANCE), f["software"],
+        follows = noise.follows(key, name)
+        v = compare(key, "", metric, base, tolerance_for(name, SETTINGS["tolerance"]), f["software"],
                     spread=noise.spread(key, name, framework, kind), alpha=alpha,
-                    shared=noise.unknown_shift(framework, kind), kind=kind)
-        verdicts.append(v.__class__(**{**v.__dict__, "hardware": HW}))
+                    shared=noise.unknown_shift(framework, kind) if follows else 0.0, kind=kind)
+        verdicts.append(v.__class__(**{**v.__dict__, "hardware": SETTINGS["hardware"], "follows_shift": follows}))
     shifts, after = run_shift.judge_run(verdicts, lambda hw: noise, "dlperf::run", ALPHA[0])
     return {"check": verdicts, "after": after, "shifts": shifts}
 
@@ -147,6 +148,25 @@ def failed(result: dict[str, Any]) -> set[tuple[str, str]]:
     bad |= {(v.test, v.metric) for v in result["check"] if v.status == REGRESSION}
     bad |= {("shift", v.metric) for v in result["shifts"] if v.status == REGRESSION}
     return bad
+
+
+def each_figure(facts: dict, runs: list[dict]) -> Counter:
+    """Leave-one-out over the runs (the others as the history), each figure made worse in turn: catches
+    per kind and change, split by whether the figure follows its kind's shift. For a few runs of a GPU."""
+    counts: Counter = Counter()
+    for t, trial in enumerate(runs):
+        history = [r for i, r in enumerate(runs) if i != t]
+        base = judge(facts, history, trial, {})
+        counts["aa trials"] += 1
+        counts["aa failed"] += bool(failed(base))
+        for v in base["after"]:
+            for kind, factor in (("throughput", 0.8), ("throughput", 0.9), ("memory", 1.08), ("device_memory", 1.08)):
+                if v.kind == kind:
+                    label = f"{kind} x{factor} {'follows its shift' if v.follows_shift else 'stays put'}"
+                    counts[f"{label}: figures"] += 1
+                    counts[f"{label}: caught"] += (v.test, v.metric) in failed(
+                        judge(facts, history, trial, {(v.test, v.metric): factor}))
+    return counts
 
 
 def main() -> None:
@@ -160,8 +180,12 @@ def main() -> None:
     ap.add_argument("--combinations", type=int, default=10, help="baseline choices per trial run")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--alpha", type=float, default=0.05, help="the run's family-wise level (--dlperf-alpha)")
+    ap.add_argument("--tolerance", type=float, default=0.10, help="the profile's tolerance (smoke 0.10, full 0.05)")
+    ap.add_argument("--hardware", default="cpu-trials", help="a hardware key: gpu-... judges at the GPU priors")
+    ap.add_argument("--each", action="store_true", help="every figure made worse in turn, leave-one-out")
     args = ap.parse_args()
     ALPHA[0] = args.alpha
+    SETTINGS.update(tolerance=args.tolerance, hardware=args.hardware)
     rng = random.Random(args.seed)
     facts: dict = {}
     runs: list[dict] = []
@@ -174,6 +198,10 @@ def main() -> None:
     if args.reports:
         runs += runs_of_reports(args.reports, args.baseline_of_logs)
     print(f"{len(runs)} runs of {len(facts)} figures")
+    if args.each:
+        for name, n in sorted(each_figure(facts, runs).items()):
+            print(f"{name}: {n}")
+        return
     counts: Counter = Counter()
     gates: dict[str, list[float]] = {}
     for t, trial in enumerate(runs):
@@ -185,7 +213,7 @@ def main() -> None:
             counts["aa trials"] += 1
             counts["aa failed"] += bool(failed(aa))
             for v in aa["after"]:
-                if v.gate is not None and v.kind in ("throughput", "memory", "speedup"):
+                if v.gate is not None and v.kind in ("throughput", "memory", "device_memory", "speedup"):
                     gates.setdefault(v.kind, []).append(v.gate)
             for kind, factor, label in (("throughput", 0.8, "one_throughput_-20%"),
                                         ("memory", 1.08, "one_memory_+8%")):

@@ -120,20 +120,65 @@ def centre(runs: list[float]) -> float:
     return math.exp(sum(math.log(x) for x in runs) / len(runs))
 
 
-def judged(values: dict[str, list[float]], now: dict[str, float]):
+def judged(values: dict[str, list[float]], now: dict[str, float], hw: str = HW, tolerance: float = 0.10):
     """Each figure at its test's check, as the plugin's judge does, on the model built from ``values``."""
     files = entries(values)
-    noise = MachineNoise.build(HW, files)
+    noise = MachineNoise.build(hw, files)
     verdicts = []
     for key, value in now.items():
         runs = tuple(values[key])
         base = Baseline(runs[-1], "samples/s", "higher", (), 0.0, {"framework": "torch"}, "", runs)
-        v = compare(key, "x", metric_from("throughput", [value], "samples/s"), base, 0.10,
+        follows = noise.follows(key, "throughput")
+        v = compare(key, "x", metric_from("throughput", [value], "samples/s"), base, tolerance,
                     {"framework": "torch"}, spread=noise.spread(key, "throughput", "torch", "throughput"),
-                    alpha=family_alpha(len(now)), shared=noise.unknown_shift("torch", "throughput"), kind="throughput")
-        verdicts.append(v.__class__(**{**v.__dict__, "hardware": HW}))
-    shifts, after = judge_run(verdicts, lambda hw: noise, "dlperf::run")
+                    alpha=family_alpha(len(now)), kind="throughput",
+                    shared=noise.unknown_shift("torch", "throughput") if follows else 0.0)
+        verdicts.append(v.__class__(**{**v.__dict__, "hardware": hw, "follows_shift": follows}))
+    shifts, after = judge_run(verdicts, lambda _: noise, "dlperf::run")
     return verdicts, shifts, after
+
+
+GPU = "gpu-nvidia-h200-140gb-x1"
+
+
+def gpu_sessions(rng: random.Random, shifts=(0.08, -0.06, 0.0)) -> dict[str, list[float]]:
+    """A GPU's recorded runs: four figures bound by the host move with each session's shift (1% of
+    their own), two bound by the device repeat to 0.1% whatever the host does (strict FP32 beside AMP)."""
+    host = {f"amp{i}": [1000 * (i + 1) * math.exp(s + rng.gauss(0, 0.01)) for s in shifts] for i in range(4)}
+    device = {f"fp32_{i}": [100 * (i + 1) * math.exp(rng.gauss(0, 0.001)) for _ in shifts] for i in range(2)}
+    return {**host, **device}
+
+
+def test_figures_that_stay_put_while_their_kind_moves_are_judged_on_their_own_runs() -> None:
+    values = gpu_sessions(random.Random(21))
+    noise = MachineNoise.build(GPU, entries(values))
+    assert noise.still == {("fp32_0", "throughput"), ("fp32_1", "throughput")}
+    assert noise.spread("fp32_0", "throughput", "torch", "throughput").sd < 0.01
+    # the host 8% faster and the device-bound figures as before: nothing fails
+    now = {k: centre(v) * (1.08 if k.startswith("amp") else 1.0) for k, v in values.items()}
+    _, shifts, after = judged(values, now, GPU, 0.05)
+    assert all(v.status != REGRESSION for v in [*shifts, *after])
+    still = [v for v in after if not v.follows_shift]
+    assert len(still) == 2 and all(v.shift is None and v.gate is not None and v.gate < 0.10 for v in still)
+    # one device-bound figure 10% slower fails, though the host-led shift moved the other way
+    now["fp32_1"] *= 0.90
+    _, shifts, after = judged(values, now, GPU, 0.05)
+    assert [v.test for v in after if v.status == REGRESSION] == ["fp32_1"]
+
+
+def test_figures_that_move_together_all_follow_their_shift() -> None:
+    """Every figure moves with its session (5%) beside its own 3%: on a GPU few are taken for still by
+    chance, on a CPU (where every figure runs on the cores the shift slows) none is."""
+    values = suite(random.Random(22), figures=60, noise=0.03, shift=0.05)
+    assert len(MachineNoise.build(GPU, entries(values)).still) <= 1
+    assert not MachineNoise.build(HW, entries(values)).still
+    assert not MachineNoise.build(HW, entries(gpu_sessions(random.Random(21)))).still
+
+
+def test_device_memory_is_a_kind_of_its_own() -> None:
+    noise = MachineNoise.build(GPU, entries({"t0": [2.0e9] * 3}, metric="peak_device_memory", unit="bytes",
+                                            direction="lower"))
+    assert noise.figures[("t0", "peak_device_memory")].kind == "device_memory"
 
 
 def test_a_framework_wide_loss_fails_as_a_shift() -> None:

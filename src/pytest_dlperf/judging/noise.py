@@ -8,12 +8,13 @@ Two things move a figure from one run to the next (docs/verdicts.md):
 - the figure's **own noise**, what is left after that shift.
 
 For each (framework, kind) of figure the recorded sessions' shifts are the median change of their
-figures against each figure's mean; the figure's own spread is measured after removing them. Own
-spreads of one kind are then moderated towards their kind, as limma's ``squeezeVar`` does (Smyth
-2004): a prior variance and its weight ``d0`` are estimated from the spreads themselves, so a kind
-whose figures are alike lends each of them many degrees of freedom, and one whose figures differ
-lends few. A figure with one run has the prior alone; a kind with nothing recorded has a stated prior
-for its device class (:data:`PRIORS`).
+figures against each figure's mean; the figure's own spread is measured after removing them, unless
+on a GPU its recorded runs say it does not move with them (:data:`FOLLOW_ODDS`: the figures bound by
+the device stay put while those bound by the host move with it). Own spreads of one kind are then
+moderated towards their kind, as limma's ``squeezeVar`` does (Smyth 2004): a prior variance and its
+weight ``d0`` are estimated from the spreads themselves, so a kind whose figures are alike lends each
+of them many degrees of freedom, and one whose figures differ lends few. A figure with one run has the
+prior alone; a kind with nothing recorded has a stated prior for its device class (:data:`PRIORS`).
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ from scipy import optimize, special
 
 #: Figures judged exactly (events) or by their tolerance alone (accuracies that never moved).
 EXACT = "exact"
-#: The kind of each checked metric: figures of one kind share a noise model.
+#: The kind of each checked metric: figures of one kind share a noise model. A GPU's allocator repeats
+#: its peak to the byte where the host's peak moves by percents, so the two memories are two kinds.
 KIND_OF = {"throughput": "throughput", "speedup": "speedup", "scaling_efficiency": "speedup",
-           "peak_host_memory": "memory", "peak_device_memory": "memory",
+           "peak_host_memory": "memory", "peak_device_memory": "device_memory",
            "accuracy_top1": "accuracy", "accuracy_top5": "accuracy",
            "compile_time": "compile_time", "compile_time_total": "compile_time",
            "instructions_per_step": "instructions"}
@@ -38,21 +40,26 @@ KIND_OF = {"throughput": "throughput", "speedup": "speedup", "scaling_efficiency
 PRIORS: dict[str, dict[str, float]] = {
     "cpu": {"throughput": 0.10, "speedup": 0.05, "memory": 0.02, "accuracy": 0.02, "compile_time": 0.10,
             "instructions": 0.002},
-    "gpu": {"throughput": 0.01, "speedup": 0.01, "memory": 0.005, "accuracy": 0.02, "compile_time": 0.05,
-            "instructions": 0.002},
+    "gpu": {"throughput": 0.01, "speedup": 0.01, "memory": 0.005, "device_memory": 0.005, "accuracy": 0.02,
+            "compile_time": 0.05, "instructions": 0.002},
 }
 #: How far a whole run's shift of one kind moves between runs before any is recorded (log scale).
 SHIFT_PRIORS: dict[str, dict[str, float]] = {
     "cpu": {"throughput": 0.06, "speedup": 0.03, "memory": 0.01, "accuracy": 0.01, "compile_time": 0.06,
             "instructions": 0.002},
-    "gpu": {"throughput": 0.02, "speedup": 0.01, "memory": 0.005, "accuracy": 0.01, "compile_time": 0.03,
-            "instructions": 0.002},
+    "gpu": {"throughput": 0.02, "speedup": 0.01, "memory": 0.005, "device_memory": 0.005, "accuracy": 0.01,
+            "compile_time": 0.03, "instructions": 0.002},
 }
 #: What a stated prior weighs, in degrees of freedom.
 PRIOR_DF = 4.0
 #: Kinds that do not depend on when they are measured: their recorded runs, whenever taken, hold all
 #: they move between runs (instruction counts repeat to a few hundredths of a percent across sessions).
 UNTIMED_KINDS = (EXACT, "instructions")
+#: On a GPU a figure follows its kind's session shifts unless its recorded runs are this many times
+#: likelier without them (Gaussian likelihoods, each model with its own variance): strict FP32, bound by
+#: the device, stays put while AMP, partly bound by the host, moves with it. On a CPU every figure runs
+#: on the cores the shift slows, and the same test let chance agreements out (docs/verdicts.md).
+FOLLOW_ODDS = 20.0
 #: A kind needs this many figures in a session before its median is a shift and not one figure's change.
 SHIFT_FIGURES = 3
 
@@ -129,12 +136,15 @@ class MachineNoise:
     figures: dict[tuple[str, str], Recorded]
     #: Per (framework, kind): each recorded session's shift.
     shifts: dict[tuple[str, str], dict[str, float]]
-    #: Per figure: its own spread after the sessions' shifts.
+    #: Per figure: its own spread after the sessions' shifts (before them, for a figure in ``still``).
     own: dict[tuple[str, str], Spread]
-    #: Per (framework, kind): the kind's prior (s0, d0) for its figures.
-    kinds: dict[tuple[str, str], Spread]
+    #: Per (framework, kind, follows its shifts): the prior (s0, d0) for its figures. Figures that stay put
+    #: while their kind moves are a population of their own (a GPU's device-bound figures repeat to 0.1%).
+    kinds: dict[tuple[str, str, bool], Spread]
     #: Per kind: how far a whole run's shift moves between runs on this machine.
     shift_spreads: dict[str, Spread]
+    #: The figures whose recorded runs do not move with their kind's shifts (:data:`FOLLOW_ODDS`).
+    still: frozenset[tuple[str, str]] = frozenset()
 
     @classmethod
     def build(cls, hardware_key: str, entries: Mapping[str, Mapping[str, Mapping]]) -> "MachineNoise":
@@ -152,12 +162,23 @@ class MachineNoise:
                 figures[(key, name)] = Recorded(key, name, str(rec.get("software", {}).get("framework", "")), kind,
                                                 logs, tuple(sessions_of(runs)))
         shifts = _session_shifts(figures.values())
-        own = {ident: _own_spread(fig, shifts.get((fig.framework, fig.kind), {})) for ident, fig in figures.items()}
-        kinds: dict[tuple[str, str], Spread] = {}
-        for group in {(f.framework, f.kind) for f in figures.values() if f.kind != EXACT}:
-            members = [own[i] for i, f in figures.items() if (f.framework, f.kind) == group and own[i].df > 0]
+        own, still = {}, set()
+        for ident, fig in figures.items():
+            shifted = _own_spread(fig, shifts.get((fig.framework, fig.kind), {}))
+            unshifted = _own_spread(fig, {})
+            if device == "gpu" and _stays_put(shifted, unshifted):
+                still.add(ident)
+            own[ident] = unshifted if ident in still else shifted
+        kinds: dict[tuple[str, str, bool], Spread] = {}
+        for group in {(f.framework, f.kind, i not in still) for i, f in figures.items() if f.kind != EXACT}:
+            members = [own[i] for i, f in figures.items()
+                       if (f.framework, f.kind, i not in still) == group and own[i].df > 0]
             kinds[group] = _kind_prior(device, group[1], members)
-        return cls(device, figures, shifts, own, kinds, _shift_spreads(device, shifts))
+        return cls(device, figures, shifts, own, kinds, _shift_spreads(device, shifts), frozenset(still))
+
+    def follows(self, key: str, metric: str) -> bool:
+        """Whether the figure moves with its kind's shift (else it is judged on its own runs' spread)."""
+        return (key, metric) not in self.still
 
     def unknown_shift(self, framework: str, kind: str) -> float:
         """The variance a run's unknown shift adds to a figure's change: the shift's spread where the
@@ -177,9 +198,9 @@ class MachineNoise:
         stated = SHIFT_PRIORS[self.device].get(kind, SHIFT_PRIORS[self.device]["throughput"])
         return Spread(stated, PRIOR_DF, f"stated {self.device} prior")
 
-    def kind(self, framework: str, kind: str) -> Spread:
+    def kind(self, framework: str, kind: str, follows: bool = True) -> Spread:
         """The prior a figure of this kind starts from: learned from its kind here, else stated."""
-        found = self.kinds.get((framework, kind))
+        found = self.kinds.get((framework, kind, follows))
         if found is not None:
             return found
         stated = PRIORS[self.device].get(kind, PRIORS[self.device]["throughput"])
@@ -189,19 +210,22 @@ class MachineNoise:
         """A figure's moderated spread: its own runs (after the sessions' shifts) weighed with its kind."""
         if kind == EXACT:
             return Spread(0.0, math.inf, "exact: its recorded runs agree")
-        prior = self.kind(framework, kind)
+        follows = self.follows(key, metric)
+        prior = self.kind(framework, kind, follows)
         own = self.own.get((key, metric), Spread(0.0, 0.0))
         if own.df == 0:
             return Spread(prior.sd, prior.df, prior.source)
         if math.isinf(prior.df):
-            return Spread(prior.sd, own.df + self._pooled_df(framework, kind), prior.source + " (figures alike)")
+            pooled = self._pooled_df(framework, kind, follows)
+            return Spread(prior.sd, own.df + pooled, prior.source + " (figures alike)")
         df = prior.df + own.df
         return Spread(math.sqrt((prior.df * prior.sd ** 2 + own.df * own.sd ** 2) / df), df,
                       f"{own.df:g} df own + {prior.df:.3g} df of its kind")
 
-    def _pooled_df(self, framework: str, kind: str) -> float:
+    def _pooled_df(self, framework: str, kind: str, follows: bool) -> float:
         return sum(s.df for i, s in self.own.items()
-                   if (self.figures[i].framework, self.figures[i].kind) == (framework, kind))
+                   if (self.figures[i].framework, self.figures[i].kind, i not in self.still)
+                   == (framework, kind, follows))
 
 
 def _session_shifts(figures: Iterable[Recorded]) -> dict[tuple[str, str], dict[str, float]]:
@@ -223,6 +247,16 @@ def _own_spread(fig: Recorded, shifts: Mapping[str, float]) -> Spread:
         return Spread(0.0, 0.0)
     left = [v - shifts.get(s, 0.0) for v, s in zip(fig.logs, fig.sessions)]
     return Spread(statistics.stdev(left), len(left) - 1.0, "own runs")
+
+
+def _stays_put(shifted: Spread, unshifted: Spread) -> bool:
+    """Whether a figure's runs are :data:`FOLLOW_ODDS` times likelier without its sessions' shifts:
+    the ratio of the two models' profile likelihoods is (SS with / SS without) ** (df / 2)."""
+    if shifted.df == 0 or shifted.sd <= unshifted.sd:
+        return False
+    if unshifted.sd == 0:
+        return True
+    return shifted.df * math.log(shifted.sd / unshifted.sd) > math.log(FOLLOW_ODDS)
 
 
 def _kind_prior(device: str, kind: str, members: Sequence[Spread]) -> Spread:

@@ -52,7 +52,10 @@ def judge_run(verdicts: Sequence[Verdict], noise: Callable[[str], MachineNoise],
         else:  # too few figures to tell a shift from their own changes: judged as at their checks
             centre, error = 0.0, noise(group[0]).unknown_shift(group[1], group[2])
         for i in groups[group]:
-            out[i] = _again(verdicts[i], centre if group in shifted else None, error, residual_alpha)
+            if verdicts[i].follows_shift:
+                out[i] = _again(verdicts[i], centre if group in shifted else None, error, residual_alpha)
+            else:  # its recorded runs do not move with the kind's shifts: judged on them alone
+                out[i] = _again(verdicts[i], None, 0.0, residual_alpha)
     return shifts, out
 
 

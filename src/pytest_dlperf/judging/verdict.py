@@ -68,6 +68,8 @@ class Verdict(FigureId):
     df: float = 0.0
     #: The run's common shift (log scale) this verdict was judged after; None at the test's own check.
     shift: float | None = None
+    #: Whether the figure moves with its kind's shift in the noise model (else judged on its own runs).
+    follows_shift: bool = True
 
     @property
     def delta(self) -> float | None:
