@@ -137,7 +137,7 @@ def judge(facts: dict, history: list[dict], new: dict, injected: dict[tuple[str,
         follows = noise.follows(key, name)
         v = compare(key, "", metric, base, tolerance_for(name, SETTINGS["tolerance"]), f["software"],
                     spread=noise.spread(key, name, framework, kind), alpha=alpha,
-                    shared=noise.unknown_shift(framework, kind) if follows else 0.0, kind=kind)
+                    shared=noise.unknown_shift(framework, kind, key, name), kind=kind)
         verdicts.append(v.__class__(**{**v.__dict__, "hardware": SETTINGS["hardware"], "follows_shift": follows}))
     shifts, after = run_shift.judge_run(verdicts, lambda hw: noise, "dlperf::run", ALPHA[0])
     return {"check": verdicts, "after": after, "shifts": shifts}

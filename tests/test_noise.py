@@ -132,7 +132,7 @@ def judged(values: dict[str, list[float]], now: dict[str, float], hw: str = HW, 
         v = compare(key, "x", metric_from("throughput", [value], "samples/s"), base, tolerance,
                     {"framework": "torch"}, spread=noise.spread(key, "throughput", "torch", "throughput"),
                     alpha=family_alpha(len(now)), kind="throughput",
-                    shared=noise.unknown_shift("torch", "throughput") if follows else 0.0)
+                    shared=noise.unknown_shift("torch", "throughput", key, "throughput"))
         verdicts.append(v.__class__(**{**v.__dict__, "hardware": hw, "follows_shift": follows}))
     shifts, after = judge_run(verdicts, lambda _: noise, "dlperf::run")
     return verdicts, shifts, after

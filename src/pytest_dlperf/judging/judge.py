@@ -32,18 +32,17 @@ def judge(store: BaselineStore, nodeid: str, profile: str,
         framework = str(software.get("framework", ""))
         recorded = noise.figures.get((key, metric.name))
         kind = recorded.kind if recorded is not None else kind_of(metric.name, metric.unit)
-        follows = noise.follows(key, metric.name)
         verdict = compare(nodeid, label, metric, store.lookup(hw, key, metric.name), policy.tolerance(metric.name),
                           software, reasons=result.details.get(f"{metric.name}_reasons", ()),
                           spread=noise.spread(key, metric.name, framework, kind), alpha=policy.figure_alpha,
-                          shared=noise.unknown_shift(framework, kind) if follows else 0.0, kind=kind)
+                          shared=noise.unknown_shift(framework, kind, key, metric.name), kind=kind)
         if update:
             # a run beyond its gate is a real change being accepted: the history starts again from it
             store.stage(hw, _hardware_facts(result), key, metric, software,
                         restart=verdict.status in (REGRESSION, IMPROVEMENT))
             verdict = dataclasses.replace(verdict, status=UPDATED, baseline=None, gate=None, noise=None,
                                           p_value=None, df=0.0)
-        verdicts.append(dataclasses.replace(verdict, hardware=hw, follows_shift=follows))
+        verdicts.append(dataclasses.replace(verdict, hardware=hw, follows_shift=noise.follows(key, metric.name)))
     return verdicts
 
 

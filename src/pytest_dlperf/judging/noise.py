@@ -180,11 +180,13 @@ class MachineNoise:
         """Whether the figure moves with its kind's shift (else it is judged on its own runs' spread)."""
         return (key, metric) not in self.still
 
-    def unknown_shift(self, framework: str, kind: str) -> float:
+    def unknown_shift(self, framework: str, kind: str, key: str = "", metric: str = "") -> float:
         """The variance a run's unknown shift adds to a figure's change: the shift's spread where the
         figure's own spread was measured net of the sessions' shifts, else none (its runs hold the drift
-        when recorded at different times). Counts have no such drift (:data:`UNTIMED_KINDS`)."""
-        if kind in UNTIMED_KINDS or not any(self.shifts.get((framework, kind), {}).values()):
+        when recorded at different times, or it stays put: :meth:`follows`). Counts have no such drift
+        (:data:`UNTIMED_KINDS`)."""
+        if (kind in UNTIMED_KINDS or not self.follows(key, metric)
+                or not any(self.shifts.get((framework, kind), {}).values())):
             return 0.0
         return self.shift_spread(kind).sd ** 2
 
