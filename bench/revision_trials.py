@@ -1,6 +1,7 @@
 """Trials of A/B against a revision as a pull request would run it (#33).  (Not a pytest test.)
 
     python bench/revision_trials.py [--trials 20] [--kinds aa,slow10,slow5,faster] [--out FILE]
+                                    [--gpu] [--seconds N] [--steps-per-round N]
 
 The example project (examples/own_step) becomes a git repository of two commits: the base, and a
 commit whose step is slower (``TINY_LM_SLOWDOWN``'s default raised to 0.10 or 0.05: the same work,
@@ -11,6 +12,8 @@ run in that repository, the plugin's defaults otherwise (threshold 5%, generatio
 - ``slow10`` / ``slow5``: the working tree at the slower commit, against the base;
 - ``faster``: the working tree at the base, against the 10% slower commit (the candidate is faster).
 
+``--gpu`` marks the example's test ``gpu``, so both sides train on the CUDA device (one process per
+variant, the plugin's GPU default); ``--seconds`` starts no trial once that many seconds have passed.
 Kinds alternate trial by trial, so the machine's drift falls on all alike. Each trial's line gives the
 exit status, the candidate/reference ratio with its interval, the verdict, the process pairs used and
 the trial's wall time; the summary counts the verdicts per kind. Lines are appended to ``--out`` as
@@ -20,6 +23,7 @@ they come, so a stopped run keeps its trials. Run it alone on the machine: these
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
 import shutil
 import statistics
@@ -43,12 +47,27 @@ def git(project: Path, *args: str) -> str:
                            *args], capture_output=True, text=True, check=True).stdout.strip()
 
 
-def make_repository(root: Path) -> tuple[Path, dict[str, str]]:
+GPU_TEST = ("def test_tiny_lm_training_speed(dlperf):", "import pytest\n\n\n@pytest.mark.gpu\n"
+            "def test_tiny_lm_training_speed(dlperf, gpu):")
+
+
+def make_repository(root: Path, gpu: bool = False, steps: int | None = None) -> tuple[Path, dict[str, str]]:
     """The example as a repository: the base commit and one commit per slowdown, each on the base."""
     project = root / "project"
     project.mkdir()
     for name in FILES:
         shutil.copy(EXAMPLE / name, project / name)
+    if gpu:
+        test = (project / "test_tiny_lm.py").read_text(encoding="utf-8")
+        if GPU_TEST[0] not in test:
+            raise SystemExit(f"{EXAMPLE / 'test_tiny_lm.py'} no longer defines {GPU_TEST[0]}: update this script")
+        (project / "test_tiny_lm.py").write_text(test.replace(*GPU_TEST), encoding="utf-8")
+    if steps:
+        test = (project / "test_tiny_lm.py").read_text(encoding="utf-8")
+        if "steps_per_round=10" not in test:
+            raise SystemExit(f"{EXAMPLE / 'test_tiny_lm.py'} no longer sets steps_per_round=10: update this script")
+        (project / "test_tiny_lm.py").write_text(test.replace("steps_per_round=10", f"steps_per_round={steps}"),
+                                                 encoding="utf-8")
     source = (project / "tiny_lm.py").read_text(encoding="utf-8")
     if DEFAULT not in source:
         raise SystemExit(f"{EXAMPLE / 'tiny_lm.py'} no longer reads {DEFAULT}: update this script")
@@ -87,8 +106,14 @@ def trial(project: Path, commits: dict[str, str], kind: str, index: int) -> dict
     junit = project / "tmp" / f"{kind}-{index}.xml"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DLPERF_", "TINY_LM_"))}
     env.update(PYTHONPATH=str(REPO / "src"), OMP_NUM_THREADS="1")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (env["PYTHONPATH"], os.environ.get("PYTHONPATH")) if p)
+    try:
+        importlib.metadata.distribution("pytest-dlperf")
+        plugin = []
+    except importlib.metadata.PackageNotFoundError:  # a bare machine: load the plugin from the checkout
+        plugin = ["-p", "pytest_dlperf.plugin.hooks"]
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+    done = subprocess.run([sys.executable, "-m", "pytest", *plugin, "-p", "no:cacheprovider", "-q",
                            f"--dlperf-reference-rev={reference}", f"--junitxml={junit}",
                            f"--basetemp={project / 'tmp' / f'{kind}-{index}'}"],
                           cwd=project, env=env, capture_output=True, text=True, check=False)
@@ -108,6 +133,9 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=20, help="trials of each kind")
     parser.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated, of {', '.join(KINDS)}")
     parser.add_argument("--out", type=Path, help="append each trial's line and the summary to this file")
+    parser.add_argument("--gpu", action="store_true", help="train on the CUDA device (the test marked gpu)")
+    parser.add_argument("--seconds", type=float, help="start no trial after this many seconds")
+    parser.add_argument("--steps-per-round", type=int, help="the example's steps per round (10 as written)")
     args = parser.parse_args()
     kinds = [k for k in args.kinds.split(",") if k]
     unknown = sorted(set(kinds) - set(KINDS))
@@ -121,19 +149,24 @@ def main() -> None:
                 fh.write(line + "\n")
 
     root = Path(tempfile.mkdtemp(prefix="revision-trials-"))
-    project, commits = make_repository(root)
+    project, commits = make_repository(root, gpu=args.gpu, steps=args.steps_per_round)
+    begun = time.monotonic()
     (project / "tmp").mkdir()
     say(f"# A/B of a revision: examples/own_step as a repository, {args.trials} trials of {', '.join(kinds)}, "
         f"python {sys.version.split()[0]}, plugin defaults (threshold 5%), {project}")
     outcomes: dict[str, list[dict[str, object]]] = defaultdict(list)
     for i in range(args.trials):
         for kind in kinds:
+            if args.seconds is not None and time.monotonic() - begun > args.seconds:
+                break
             t = trial(project, commits, kind, i)
             outcomes[kind].append(t)
             say(f"{kind:7s} {i:2d}  exit {t['exit']}  {t['ratio']:.4f}x {t['interval']}  {t['verdict']:12s} "
                 f"{t['pairs']:2d} process pairs  {t['seconds']:.0f} s")
     for kind in kinds:
         rows = outcomes[kind]
+        if not rows:
+            continue
         verdicts = Counter(str(r["verdict"]) for r in rows)
         failed = sum(1 for r in rows if r["exit"] != 0)
         say(f"{kind}: {len(rows)} trials, {failed} failed the test; verdicts "
