@@ -77,3 +77,18 @@ def test_only_a_judged_figure_has_its_gate_marked():
     recorded = dataclasses.replace(judged, verdict=None)  # e.g. dlperf.check(unjudged=...): no gate to mark
     assert digest.marks_of(judged) == ["n=1"]
     assert digest.marks_of(recorded) == []
+
+
+def test_a_run_that_judged_no_figure_is_not_called_passed():
+    """Every baseline missing (a machine type with none of its own), or every test skipped (a GPU runner
+    that sees no GPU): nothing could have failed, so the headline says so and counts what was missing."""
+    missing = dataclasses.replace(memory("t.py::a", 1.2e9, verdict="missing"), baseline=None)
+    line = digest.digest([tf_test("t.py::a", missing)]).verdict_line()
+    assert line.startswith("NOT JUDGED: 0 regressions beyond their noise, 0 correctness failures, 0 inconclusive, "
+                           "1 figure without a baseline · 0 figures on cpu-a")
+    skipped = digest.digest([Record("t.py::g", "skipped", "needs 1 CUDA device(s), found 0")])
+    assert skipped.verdict_line().startswith("NOT JUDGED: ") and "0 figures on an unnamed machine" in \
+        skipped.verdict_line()
+    other = dataclasses.replace(missing, test="t.py::b")
+    judged = digest.digest([tf_test("t.py::a", memory("t.py::a", 1.0e9)), tf_test("t.py::b", other)])
+    assert judged.verdict_line().startswith("PASSED: ") and "1 figure without a baseline" in judged.verdict_line()

@@ -167,3 +167,65 @@ def test_recording_one_measure_keeps_the_other_measures_figures(tmp_path) -> Non
     retimed.flush()
     assert retimed.pruned == [(hw, key, "step_time_gone")]
     assert set(BaselineStore(tmp_path).entries(hw)[key]) == {"throughput", "instructions_per_step"}
+
+
+def test_the_counting_key_names_the_counting_model_not_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(instructions, "valgrind_version", lambda: "3.22")
+    monkeypatch.setattr(instructions.platform, "machine", lambda: "x86_64")
+    assert instructions.counting_key() == "counted-x86_64-valgrind3.22-nofma"
+    model = instructions.counting_model()
+    assert model["valgrind"] == "3.22" and "ONEDNN_MAX_CPU_ISA=AVX" in model["lane_environment"]
+
+
+def test_valgrind_version_is_read_from_valgrind_or_says_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    instructions.valgrind_version.cache_clear()
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert instructions.valgrind_version() == instructions.NO_VALGRIND
+    instructions.valgrind_version.cache_clear()
+
+
+def _counted_result(count: float, host: str) -> TrainingResult:
+    from pytest_dlperf.processes.runner import filed_by_counting_model
+
+    scenario = Scenario(framework="torch", model="resnet18", measure="instructions")
+    result = TrainingResult(scenario, {"instructions_per_step": metric_from(
+        "instructions_per_step", [count] * 3, "instructions", LOWER)}, [],
+        {"hardware_key": host + "-avx-capped", "framework": "torch", "framework_version": "2.14.1"})
+    filed_by_counting_model(result)
+    return result
+
+
+def test_counts_recorded_on_one_host_judge_the_first_count_on_another(tmp_path, monkeypatch) -> None:
+    """Counts recorded on an Intel host (runs[].host says so) judge a count made on this host: the same
+    count holds, 2% more instructions is a regression; recording here files the run under this host."""
+    from pytest_dlperf.judging.gates import Policy
+    from pytest_dlperf.judging.judge import judge
+    from pytest_dlperf.judging.outcomes import OK, REGRESSION
+
+    monkeypatch.setattr(instructions, "valgrind_version", lambda: "3.19")
+    monkeypatch.setattr("pytest_dlperf.processes.runner.hardware_key", lambda device: "cpu-other-host-2cpu-avx2")
+    key, nodeid = "test_x.py::test_x::fp32@smoke", "test_x.py::test_x"
+    recorder = BaselineStore(tmp_path)
+    for i, count in enumerate((242_460_297.0, 242_420_823.0, 242_454_763.0)):
+        recorder.session = f"session-{i}"
+        monkeypatch.setattr("pytest_dlperf.processes.runner.hardware_key", lambda device: "cpu-intel-2cpu-amx")
+        result = _counted_result(count, "cpu-intel-2cpu-amx")
+        judge(recorder, nodeid, "smoke", [("fp32", result.metrics["instructions_per_step"], result)],
+              Policy(0.10), update=True)
+        recorder.flush()
+    files = sorted(p.name for p in tmp_path.glob("*.json"))
+    assert files == ["counted-x86_64-valgrind3.19-nofma.json"], files
+
+    monkeypatch.setattr("pytest_dlperf.processes.runner.hardware_key", lambda device: "cpu-amd-epyc-2cpu-avx512")
+    for count, expected in ((242_532_379.0, OK), (242_460_297.0 * 1.02, REGRESSION)):
+        here = _counted_result(count, "cpu-amd-epyc-2cpu-avx512")
+        [verdict] = judge(BaselineStore(tmp_path), nodeid, "smoke",
+                          [("fp32", here.metrics["instructions_per_step"], here)], Policy(0.10), update=False)
+        assert (verdict.status, verdict.hardware) == (expected, "counted-x86_64-valgrind3.19-nofma")
+
+    same = _counted_result(242_532_379.0, "cpu-amd-epyc-2cpu-avx512")
+    store = BaselineStore(tmp_path)
+    judge(store, nodeid, "smoke", [("fp32", same.metrics["instructions_per_step"], same)], Policy(0.10), update=True)
+    store.flush()
+    runs = BaselineStore(tmp_path).entries("counted-x86_64-valgrind3.19-nofma")[key]["instructions_per_step"]
+    assert [r.get("host") for r in runs["runs"]][-2:] == ["cpu-intel-2cpu-amx", "cpu-amd-epyc-2cpu-avx512"]

@@ -17,6 +17,7 @@ the shim's contract: the functions it exports and the environment variables that
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import platform
@@ -49,6 +50,42 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THRE
 #: (docs/instructions.md). MKL has no AVX-only path, so it runs at SSE4.2.
 WITHOUT_FMA = {"MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "ONEDNN_MAX_CPU_ISA": "AVX", "DNNL_MAX_CPU_ISA": "AVX",
                "OPENBLAS_CORETYPE": "Sandybridge"}
+
+
+#: Names the lane's settings (:data:`ONE_THREAD`, :data:`WITHOUT_FMA`) in the counting key: rename it when
+#: they change, since counts made under other caps are other figures.
+LANE = "nofma"
+#: What the counting key and the file's description say of the counting model where Valgrind is missing.
+NO_VALGRIND = "none"
+
+
+@functools.lru_cache(maxsize=None)
+def valgrind_version() -> str:
+    """Valgrind's major.minor version (``3.19``), or :data:`NO_VALGRIND` where it cannot be run."""
+    try:
+        done = subprocess.run(["valgrind", "--version"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return NO_VALGRIND
+    version = done.stdout.strip().removeprefix("valgrind-")
+    return ".".join(version.split(".")[:2]) if done.returncode == 0 and version else NO_VALGRIND
+
+
+def counting_key() -> str:
+    """The baseline file of counted figures: what decides a count, not the host that counted it.
+
+    A count is a property of the code, the software stack and Valgrind's CPU model (x86-64 up to AVX2
+    whatever the host has, and the lane's caps), so counts recorded on one x86-64 host judge the first
+    counted run on any other. The host is kept beside each recorded run (``runs[].host``) as evidence, and
+    the software stack beside each figure, shown where it differs: an upgrade that adds work is a change
+    to catch, not another figure."""
+    return f"counted-{platform.machine().lower()}-valgrind{valgrind_version()}-{LANE}"
+
+
+def counting_model() -> dict[str, str]:
+    """What a counted baseline file records of its counting model, in place of a host's hardware."""
+    return {"counter": "valgrind callgrind", "valgrind": valgrind_version(), "machine": platform.machine(),
+            "lane": LANE, "lane_environment": " ".join(f"{k}={v}" for k, v in sorted({**ONE_THREAD,
+                                                                                       **WITHOUT_FMA}.items()))}
 
 
 def measure_of(metric: str) -> str:

@@ -1,4 +1,5 @@
-"""Baseline files: one JSON file per hardware key, read once, written once, atomically.
+"""Baseline files: one JSON file per hardware key, read once, written once, atomically. Counted figures
+(instructions) are filed under their counting model's key instead (``counted-x86_64-valgrind3.19-nofma``).
 
 Layout of ``baselines/<hardware-key>.json`` (sorted keys, two-space indent)::
 
@@ -6,7 +7,8 @@ Layout of ``baselines/<hardware-key>.json`` (sorted keys, two-space indent)::
      "entries": {"<test node id>::<run label>@<profile>": {
          "<metric>": {"value": the latest run's value, "unit": ..., "direction": "higher"|"lower",
                       "n": ..., "iqr": ..., "samples": [...],   (the latest run's rounds)
-                      "runs": [{"value": ..., "recorded": "2026-11-22T23:59:00Z", "session": "..."}, ...],
+                      "runs": [{"value": ..., "recorded": "2026-11-22T23:59:00Z", "session": "...",
+                                "host": "..." (files keyed by a counting model: the host that counted)}, ...],
                       "software": {...}, "recorded": "2026-11-22T23:59:00Z"}}}}
 
 ``runs`` is the figure's history, oldest first, at most :data:`HISTORY` runs: every
@@ -83,13 +85,15 @@ def _now() -> str:
 
 
 def record_for(metric: Metric, software: Mapping[str, Any], restart: bool = False,
-               session: str = "") -> dict[str, Any]:
+               session: str = "", host: str = "") -> dict[str, Any]:
     """The record of one run's figure. ``restart``: this run starts the figure's history again
-    (it moved beyond its gate: what was recorded before is no longer its level)."""
+    (it moved beyond its gate: what was recorded before is no longer its level). ``host``: the machine
+    that measured it, where the file is keyed by something else (a counting model)."""
     s = sample_stats(metric.samples)
     paired = {"interval": list(metric.interval)} if metric.interval is not None else {}
     recorded = _now()
-    run = {"value": metric.value, "recorded": recorded, **({"session": session} if session else {})}
+    run = {"value": metric.value, "recorded": recorded, **({"session": session} if session else {}),
+           **({"host": host} if host else {})}
     return {
         "runs": [run],
         "restart": restart,
@@ -256,9 +260,9 @@ class BaselineStore:
         return self._noise[hardware_key]
 
     def stage(self, hardware_key: str, hardware: Mapping[str, Any], key: str, metric: Metric,
-              software: Mapping[str, Any], restart: bool = False) -> None:
+              software: Mapping[str, Any], restart: bool = False, host: str = "") -> None:
         self._staged.setdefault(hardware_key, {}).setdefault(key, {})[metric.name] = record_for(
-            metric, software, restart, self.session)
+            metric, software, restart, self.session, host)
         self._hardware.setdefault(hardware_key, dict(hardware))
 
     @property

@@ -39,7 +39,8 @@ def judge(store: BaselineStore, nodeid: str, profile: str,
         if update:
             # a run beyond its gate is a real change being accepted: the history starts again from it
             store.stage(hw, _hardware_facts(result), key, metric, software,
-                        restart=verdict.status in (REGRESSION, IMPROVEMENT))
+                        restart=verdict.status in (REGRESSION, IMPROVEMENT),
+                        host=str(result.environment.get("host_key", "")))
             verdict = dataclasses.replace(verdict, status=UPDATED, baseline=None, gate=None, noise=None,
                                           p_value=None, df=0.0)
         verdicts.append(dataclasses.replace(verdict, hardware=hw, follows_shift=noise.follows(key, metric.name)))
@@ -47,4 +48,6 @@ def judge(store: BaselineStore, nodeid: str, profile: str,
 
 
 def _hardware_facts(result: TrainingResult) -> dict[str, Any]:
+    if "counting_model" in result.environment:  # a counted figure's file describes what counted it
+        return dict(result.environment["counting_model"])
     return {k: result.environment[k] for k in HARDWARE_FACTS if k in result.environment}

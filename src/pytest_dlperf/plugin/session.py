@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 import pytest
 
+from pytest_dlperf import instructions
 from pytest_dlperf.child.environment import hardware_key
 from pytest_dlperf.child.gpus import gpus
 from pytest_dlperf.judging.baselines import BaselineFileError, BaselineStore, split_entry_key
@@ -125,8 +126,10 @@ class DlperfSession:
         self.ab_outcomes.sort(key=lambda outcome: order.get(outcome[0], len(order)))
 
     def hardware_keys(self) -> list[str]:
-        """The baseline files this host's figures go to: its CPUs', and its GPUs' when it has any."""
-        return [hardware_key("cpu")] + ([hardware_key("cuda")] if gpus() else [])
+        """The baseline files this host's figures go to: its CPUs', its GPUs' when it has any, and its
+        counting model's where it can count instructions."""
+        counted = [] if instructions.unavailable() else [instructions.counting_key()]
+        return [hardware_key("cpu")] + ([hardware_key("cuda")] if gpus() else []) + counted
 
     def unused(self) -> list[str]:
         """Entries of this run's machines and profile whose test no longer exists (unfiltered runs only)."""

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from pytest_dlperf import instructions
+from pytest_dlperf.child.environment import hardware_key
 from pytest_dlperf.lifeline import parent_environment
 from pytest_dlperf.processes.groups import kill_groups
 from pytest_dlperf.protocol import ERROR, PROGRESS_PREFIX, RESULT, read_result
@@ -172,13 +173,24 @@ def run_scenario(
                      on_progress)
     payload = read_result(result_path)
     if RESULT in payload and code == 0:
-        return TrainingResult.from_dict(payload[RESULT])
+        result = TrainingResult.from_dict(payload[RESULT])
+        if scenario.measure == "instructions":
+            filed_by_counting_model(result)
+        return result
     if ERROR in payload:
         err = payload[ERROR]
         raise ScenarioFailed(scenario.label, err["reason"], f"{err['type']}: {err['message']}", tail(log_path),
                              err.get("traceback", ""))
     reason = _signal_reason(code) if code < 0 else f"exited with status {code} and wrote no result"
     raise ScenarioFailed(scenario.label, "crashed", reason, tail(log_path))
+
+
+def filed_by_counting_model(result: TrainingResult) -> None:
+    """A counted result goes to its counting model's baselines (:func:`instructions.counting_key`), its
+    host kept as ``host_key``: counts made on one host judge the first counted run on another."""
+    result.environment["host_key"] = hardware_key("cpu")  # this process's: no ISA cap of the counting lane
+    result.environment["hardware_key"] = instructions.counting_key()
+    result.environment["counting_model"] = instructions.counting_model()
 
 
 def run_loader_only(

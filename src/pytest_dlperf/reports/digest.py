@@ -201,10 +201,19 @@ class Digest:
     def failed(self) -> bool:
         return bool(self.by_verdict("regression") or any(self.failures.values()))
 
+    @property
+    def judged(self) -> int:
+        return sum(1 for m in self.figures if m.verdict in JUDGED)
+
+    @property
+    def headline(self) -> str:
+        """FAILED, PASSED, or NOT JUDGED: a run that failed nothing and judged no figure (every baseline
+        missing, every test skipped) passed nothing a performance gate could fail."""
+        return "FAILED" if self.failed else ("PASSED" if self.judged else "NOT JUDGED")
+
     def verdict_line(self) -> str:
         """One line: what happened, and what was compared with what."""
         regressions = self.by_verdict("regression")
-        head = "FAILED" if self.failed else "PASSED"
         parts = [count(len(regressions), "regression") + " beyond its noise" if len(regressions) == 1 else
                  count(len(regressions), "regression") + " beyond their noise",
                  count(len(self.failures["correctness"]), "correctness failure")]
@@ -214,7 +223,7 @@ class Digest:
         shifts = sum(1 for g in self.groups if g.shift())
         if shifts:
             parts.append(count(shifts, "systematic shift"))
-        judged = sum(1 for m in self.figures if m.verdict in JUDGED)
+        judged = self.judged
         where = ", ".join(self.hardware) or "an unnamed machine"
         runs = ""
         if self.runs:
@@ -223,7 +232,10 @@ class Digest:
                     else f" ({low}-{high} recorded runs)")
         compared = (f"{count(judged, 'figure')} on {where} against "
                     f"{'its' if len(self.hardware) < 2 else 'their'} baselines{runs}")
-        return (f"{head}: " + ", ".join(parts) + f" · {compared}"
+        missing = len(self.by_verdict("missing"))
+        if missing:
+            parts.append(count(missing, "figure") + " without a baseline")
+        return (f"{self.headline}: " + ", ".join(parts) + f" · {compared}"
                 + (f" · {', '.join(self.software)}" if self.software else ""))
 
 

@@ -35,6 +35,7 @@ h2{border-bottom:2px solid #ddd;padding-bottom:.2em;margin-top:1.4em}
 .verdict{font-size:1.15em;font-weight:bold;padding:.4em .6em;border-radius:.3em;margin:.4em 0}
 .verdict.fail{background:#fde8e8;border-left:.4em solid #d62728}
 .verdict.pass{background:#e8f6e8;border-left:.4em solid #2ca02c}
+.verdict.unjudged{background:#fff4e0;border-left:.4em solid #ff7f0e}
 .legend{font-size:.85em;color:#444}.warn{background:#fff4d6}p.warn{padding:.3em .5em;border-left:.4em solid #ff7f0e}
 table{border-collapse:collapse;margin:.4em 0 1em;font-size:.85em;max-width:100%}th,td{border:1px solid #ddd;
 padding:.2em .4em;text-align:left;vertical-align:top}td code{overflow-wrap:break-word}th{background:#f4f4f4}

@@ -23,7 +23,7 @@ _VERDICT_ORDER = {"regression": 0, "inconclusive": 1, "improvement": 2, "missing
 
 
 def verdict_section(d: Digest) -> str:
-    cls = "fail" if d.failed else "pass"
+    cls = {"FAILED": "fail", "PASSED": "pass"}.get(d.headline, "unjudged")
     return f'<p id="verdict" class="verdict {cls}">{_e(d.verdict_line())}</p>'
 
 
@@ -86,7 +86,9 @@ def attention_section(tests: list[TestRecord], d: Digest | None = None, scales: 
     regressions = sorted(d.by_verdict("regression"), key=lambda m: (better_change(m) or 0))
     out = ['<section id="attention"><h2>Regressions and failures</h2>']
     if not failing and not regressions and not d.failures["correctness"]:
-        out.append('<p class="good">No regression and no failed test.</p>')
+        out.append('<p class="good">No regression and no failed test.</p>' if d.judged else
+                   '<p class="unjudged">No failed test, and no figure compared with a baseline: nothing here '
+                   'could have caught a slowdown.</p>')
     if regressions:
         out.append(f"<h3>{_e(count(len(regressions), 'regression'))} beyond the figures' noise, worst first</h3>"
                    + figure_table(regressions, d, scales))
