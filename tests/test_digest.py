@@ -92,3 +92,18 @@ def test_a_run_that_judged_no_figure_is_not_called_passed():
     other = dataclasses.replace(missing, test="t.py::b")
     judged = digest.digest([tf_test("t.py::a", memory("t.py::a", 1.0e9)), tf_test("t.py::b", other)])
     assert judged.verdict_line().startswith("PASSED: ") and "1 figure without a baseline" in judged.verdict_line()
+
+
+def test_in_a_b_mode_the_headline_counts_the_a_b_decisions_and_the_stored_ones_inform():
+    """A stored-baseline regression fails no test in A/B mode: an A/B 'no change' run is PASSED with the
+    stored regression given as information; an A/B slowdown is FAILED and counted as such."""
+    stored = dataclasses.replace(memory("t.py::a", 1.3e9, verdict="regression"), runs=3)
+    same = Record("t.py::a", "passed", hardware="cpu-a", metrics=[stored], ab={"fp32": {"ab_verdict": "ok"}})
+    line = digest.digest([same]).verdict_line()
+    assert line.startswith("PASSED: 0 A/B slower, 0 faster, 1 no change, 0 inconclusive, 0 correctness failures · "
+                           "1 scenario compared with the reference · stored baselines, for information: "
+                           "1 regression of 1 figure judged")
+    slower = Record("t.py::b", "failed", "A/B slower: fp32 0.87x", hardware="cpu-a",
+                    ab={"fp32": {"ab_verdict": "regression"}})
+    line = digest.digest([same, slower]).verdict_line()
+    assert line.startswith("FAILED: 1 A/B slower, 0 faster, 1 no change, 0 inconclusive, 0 correctness failures")

@@ -209,6 +209,32 @@ def test_require_baselines_fails_a_test_without_them(pytester: pytest.Pytester) 
     ])
 
 
+SKIPPED_ON_CPU = """
+import pytest
+
+@pytest.mark.gpu
+def test_on_gpu(dlperf, gpu):
+    dlperf.check(dlperf.run(dlperf.scenario("torch", "resnet18")))
+"""
+
+
+@pytest.mark.parametrize("require, code", [((), 0), (("--dlperf-require-baselines",), 1)])
+def test_a_run_that_judged_nothing_says_so_and_fails_where_baselines_are_required(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, require: tuple[str, ...], code: int) -> None:
+    """A GPU runner that sees no GPU skips every test: the summary says nothing was judged, not that
+    anything passed, and --dlperf-require-baselines turns that run into a failure."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    pytester.makepyfile(test_gpu=SKIPPED_ON_CPU)
+    result = run(pytester, "-m", "gpu", *require)
+    result.assert_outcomes(skipped=1)
+    assert result.ret == code
+    result.stdout.fnmatch_lines([
+        "dlperf: NOT JUDGED: no figure compared with a baseline, no test measured a figure (*); "
+        + ("--dlperf-require-baselines makes this run fail." if require else
+           "record baselines with --update-baselines, or add --dlperf-require-baselines to fail such a run."),
+    ])
+
+
 @pytest.mark.slow
 @pytest.mark.framework("torch")
 def test_update_then_compare_round_trip(pytester: pytest.Pytester) -> None:

@@ -137,7 +137,7 @@ def test_gpu_suite_runs_only_on_the_self_hosted_gpu_runner_and_never_for_pull_re
     for name, job in wf["jobs"].items():
         assert {"self-hosted", "gpu"} <= set(runs_on(job)), f"gpu job {name} runs on {runs_on(job)}"
     text = run_text(wf)
-    assert "tox -e torch,perf-torch -- -m gpu --junitxml=reports/gpu.xml" in text
+    assert "tox -e torch,perf-torch -- -m gpu --dlperf-require-baselines --junitxml=reports/gpu.xml" in text
 
 
 def test_gpu_suite_runs_every_framework_each_even_after_another_failed():

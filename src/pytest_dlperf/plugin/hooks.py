@@ -67,6 +67,7 @@ class SuiteFigures:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     state = config.stash[SESSION_KEY]
     state.collected = [item.nodeid for item in items]
+    state.measures = any("dlperf" in getattr(item, "fixturenames", ()) for item in items)
     state.count_family()
     state.filtered = bool(config.option.keyword or config.option.markexpr or config.getoption("deselect")
                           or any(not Path(arg.split("::")[0]).is_dir() for arg in config.args))
@@ -137,6 +138,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:  # an xdist worker: the controller prints the summary
         workeroutput["dlperf"] = state.worker_output()
+    elif state.unjudged_fails() and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -161,9 +164,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         for line in report.ab_lines(state.ab_outcomes, state.reference_description(), state.options.ab_threshold):
             tr.write_line(line)
     if not state.verdicts:
+        if state.judges:
+            tr.section("dlperf summary")
+            tr.write_line(report.unjudged_line([], state.options.require_baselines))
         return
     tr.section("dlperf summary")
-    tr.write_line(report.verdict_line(state.verdicts, state.options.alpha))
+    tr.write_line(report.verdict_line(state.verdicts, state.options.alpha) if report.judged_count(state.verdicts)
+                  else report.unjudged_line(state.verdicts, state.options.require_baselines))
     tr.write_line("")
     for line in report.table(state.verdicts):
         tr.write_line(line)

@@ -51,12 +51,26 @@ def counts_line(verdicts: list[Verdict], written: list[Path], unused: Sequence[s
     return ". ".join(parts) + "."
 
 
+def judged_count(verdicts: Sequence[Verdict]) -> int:
+    return sum(1 for v in verdicts if v.status in (REGRESSION, IMPROVEMENT, OK, INCONCLUSIVE))
+
+
+def unjudged_line(verdicts: Sequence[Verdict], require: bool) -> str:
+    """What a run that compared no figure with a baseline says first: it passed nothing a gate could fail."""
+    missing = sum(1 for v in verdicts if v.status == MISSING)
+    what = (f"{count(missing, 'figure')} without a baseline on this machine" if missing
+            else "no test measured a figure (skipped, deselected, or without dlperf.check)")
+    outcome = ("--dlperf-require-baselines makes this run fail" if require else
+               "record baselines with --update-baselines, or add --dlperf-require-baselines to fail such a run")
+    return f"dlperf: NOT JUDGED: no figure compared with a baseline, {what}; {outcome}."
+
+
 def verdict_line(verdicts: list[Verdict], alpha: float) -> str:
     """The run in one line: what changed beyond its gate, how many figures can detect what, at what level."""
     c = Counter(v.status for v in verdicts)
     judged = [v for v in verdicts if v.status in (REGRESSION, IMPROVEMENT, OK, INCONCLUSIVE)]
     if not judged:
-        return "dlperf: no figure compared with a baseline."
+        return unjudged_line(verdicts, require=False)
     return (f"dlperf: {count(c[REGRESSION], 'regression')}, {count(c[IMPROVEMENT], 'improvement')}, "
             f"{c[INCONCLUSIVE]} inconclusive, {c[OK]} no change, of {count(len(judged), 'figure')} judged; "
             f"{detection_text(judged)} (one-sided, a {alpha:.1%} chance of any false alarm in this run, Bonferroni).")

@@ -17,6 +17,7 @@ from pytest_dlperf.judging.gates import Policy
 from pytest_dlperf.judging.stats import PairedRatio
 from pytest_dlperf.judging.verdict import CHECKED_METRICS, EVENT_COUNTS, Verdict
 from pytest_dlperf.plugin.console import Console
+from pytest_dlperf.plugin.report import judged_count
 from pytest_dlperf.plugin.options import Options
 from pytest_dlperf.processes.devicelock import announce_waits_with
 from pytest_dlperf.processes.revision import ReferenceRevision, RevisionError
@@ -36,6 +37,8 @@ class DlperfSession:
         self.written: list[Path] = []
         #: Node ids of the selected tests, in run order.
         self.collected: list[str] = []
+        #: Some selected test asks for the ``dlperf`` fixture: this run is meant to measure something.
+        self.measures = False
         self.filtered = False
         #: A/B mode: (test, label, candidate/reference ratio, decision) per scenario.
         self.ab_outcomes: list[tuple[str, str, PairedRatio, str]] = []
@@ -102,13 +105,25 @@ class DlperfSession:
         if self.options.update and self.store.staged_count:
             self.written = self.store.flush()
 
+    @property
+    def judges(self) -> bool:
+        """This run is meant to judge figures against baselines: its tests measure, and it neither
+        records them nor runs A/B."""
+        return self.measures and not (self.options.update or self.options.ab_mode)
+
+    def unjudged_fails(self) -> bool:
+        """``--dlperf-require-baselines`` and a run that compared no figure with a baseline: every test
+        skipped (a GPU runner that sees no GPU) or every figure without one fails the run, not only its tests."""
+        return self.options.require_baselines and self.judges and not judged_count(self.verdicts)
+
     def worker_output(self) -> dict[str, Any]:
         """What an xdist worker hands the controller (``config.workeroutput``): plain, picklable data."""
         return {"verdicts": [dataclasses.asdict(v) for v in self.verdicts],
                 "written": [str(p) for p in self.written],
                 "ab_outcomes": [(test, label, ratio.to_dict(), decision)
                                 for test, label, ratio, decision in self.ab_outcomes],
-                "collected": self.collected, "filtered": self.filtered, "family": self.family}
+                "collected": self.collected, "filtered": self.filtered, "family": self.family,
+                "measures": self.measures}
 
     def add_worker_output(self, output: dict[str, Any]) -> None:
         """On the xdist controller: add a finished worker's verdicts, written files and A/B outcomes,
@@ -118,6 +133,7 @@ class DlperfSession:
         self.ab_outcomes += [(test, label, PairedRatio.from_dict(ratio), decision)
                              for test, label, ratio, decision in output.get("ab_outcomes", [])]
         self.collected += [nodeid for nodeid in output.get("collected", []) if nodeid not in self.collected]
+        self.measures = self.measures or bool(output.get("measures"))
         self.filtered = self.filtered or bool(output.get("filtered"))
         self.family = max(self.family, int(output.get("family", 0)))
         # rows in the order a run without -n gives them: the tests' collection order (stable within a test)

@@ -198,7 +198,19 @@ class Digest:
         return [m for m in self.figures if m.verdict == verdict]
 
     @property
+    def ab_verdicts(self) -> list[str]:
+        """A/B mode: each (test, scenario)'s candidate-against-reference decision, once."""
+        found: dict[tuple[str, str], str] = {}
+        for t in self.tests:
+            for label, fields in t.ab.items():
+                found[(t.test, label)] = fields.get("ab_verdict", "")
+        return list(found.values())
+
+    @property
     def failed(self) -> bool:
+        # In A/B mode the stored baselines are information: only the A/B decisions and failed tests fail.
+        if self.ab_verdicts:
+            return "regression" in self.ab_verdicts or any(self.failures.values())
         return bool(self.by_verdict("regression") or any(self.failures.values()))
 
     @property
@@ -209,10 +221,12 @@ class Digest:
     def headline(self) -> str:
         """FAILED, PASSED, or NOT JUDGED: a run that failed nothing and judged no figure (every baseline
         missing, every test skipped) passed nothing a performance gate could fail."""
-        return "FAILED" if self.failed else ("PASSED" if self.judged else "NOT JUDGED")
+        return "FAILED" if self.failed else ("PASSED" if self.judged or self.ab_verdicts else "NOT JUDGED")
 
     def verdict_line(self) -> str:
         """One line: what happened, and what was compared with what."""
+        if self.ab_verdicts:
+            return self.ab_line()
         regressions = self.by_verdict("regression")
         parts = [count(len(regressions), "regression") + " beyond its noise" if len(regressions) == 1 else
                  count(len(regressions), "regression") + " beyond their noise",
@@ -237,6 +251,20 @@ class Digest:
             parts.append(count(missing, "figure") + " without a baseline")
         return (f"{self.headline}: " + ", ".join(parts) + f" · {compared}"
                 + (f" · {', '.join(self.software)}" if self.software else ""))
+
+
+    def ab_line(self) -> str:
+        """A/B mode's line: the candidate-against-reference decisions lead; the stored baselines follow as
+        information, since in A/B mode they fail no test."""
+        c = Counter(self.ab_verdicts)
+        parts = [f"{c['regression']} A/B slower", f"{c['improvement']} faster", f"{c['ok']} no change",
+                 f"{c['inconclusive']} inconclusive", count(len(self.failures["correctness"]), "correctness failure")]
+        if self.failures["other"]:
+            parts.append(count(len(self.failures["other"]), "other failed test"))
+        stored = (f"stored baselines, for information: {count(len(self.by_verdict('regression')), 'regression')} "
+                  f"of {count(self.judged, 'figure')} judged")
+        return (f"{self.headline}: " + ", ".join(parts) + f" · {count(len(self.ab_verdicts), 'scenario')} "
+                f"compared with the reference · {stored}" + (f" · {', '.join(self.software)}" if self.software else ""))
 
 
 def digest(tests: Sequence[TestRecord]) -> Digest:
