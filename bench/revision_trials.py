@@ -100,7 +100,8 @@ def ab_properties(junit: Path) -> dict[str, str]:
     return found
 
 
-def trial(project: Path, commits: dict[str, str], kind: str, index: int) -> dict[str, object]:
+def trial(project: Path, commits: dict[str, str], kind: str, index: int,
+          options: tuple[str, ...] = ()) -> dict[str, object]:
     tree, reference = sides(kind, commits)
     git(project, "checkout", "-q", tree)
     junit = project / "tmp" / f"{kind}-{index}.xml"
@@ -114,7 +115,7 @@ def trial(project: Path, commits: dict[str, str], kind: str, index: int) -> dict
         plugin = ["-p", "pytest_dlperf.plugin.hooks"]
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "pytest", *plugin, "-p", "no:cacheprovider", "-q",
-                           f"--dlperf-reference-rev={reference}", f"--junitxml={junit}",
+                           f"--dlperf-reference-rev={reference}", f"--junitxml={junit}", *options,
                            f"--basetemp={project / 'tmp' / f'{kind}-{index}'}"],
                           cwd=project, env=env, capture_output=True, text=True, check=False)
     seconds = time.monotonic() - started
@@ -136,6 +137,7 @@ def main() -> None:
     parser.add_argument("--gpu", action="store_true", help="train on the CUDA device (the test marked gpu)")
     parser.add_argument("--seconds", type=float, help="start no trial after this many seconds")
     parser.add_argument("--steps-per-round", type=int, help="the example's steps per round (10 as written)")
+    parser.add_argument("--threshold", type=float, help="--dlperf-ab-threshold (the plugin's default otherwise)")
     args = parser.parse_args()
     kinds = [k for k in args.kinds.split(",") if k]
     unknown = sorted(set(kinds) - set(KINDS))
@@ -153,13 +155,15 @@ def main() -> None:
     begun = time.monotonic()
     (project / "tmp").mkdir()
     say(f"# A/B of a revision: examples/own_step as a repository, {args.trials} trials of {', '.join(kinds)}, "
-        f"python {sys.version.split()[0]}, plugin defaults (threshold 5%), {project}")
+        f"python {sys.version.split()[0]}, threshold "
+        f"{args.threshold if args.threshold is not None else 'the default (5%)'}, {project}")
     outcomes: dict[str, list[dict[str, object]]] = defaultdict(list)
     for i in range(args.trials):
         for kind in kinds:
             if args.seconds is not None and time.monotonic() - begun > args.seconds:
                 break
-            t = trial(project, commits, kind, i)
+            t = trial(project, commits, kind, i,
+                      (f"--dlperf-ab-threshold={args.threshold}",) if args.threshold is not None else ())
             outcomes[kind].append(t)
             say(f"{kind:7s} {i:2d}  exit {t['exit']}  {t['ratio']:.4f}x {t['interval']}  {t['verdict']:12s} "
                 f"{t['pairs']:2d} process pairs  {t['seconds']:.0f} s")

@@ -12,7 +12,7 @@ from pytest_dlperf.reports.junit import read_reports
 STEP = """
 import torch
 
-WORK = {work}
+from stepwork import WORK
 
 
 def make_step(scenario):
@@ -44,10 +44,11 @@ def project_with_two_commits(pytester: pytest.Pytester, before: int, after: int)
     git(pytester, "init", "-q")
     git(pytester, "config", "user.email", "dev@example.com")
     git(pytester, "config", "user.name", "Dev")
-    pytester.makepyfile(mystep=STEP.format(work=before), test_step=TEST)
+    # the change is in a module the step imports: each side must run its own revision's copy of it
+    pytester.makepyfile(mystep=STEP, stepwork=f"WORK = {before}\n", test_step=TEST)
     git(pytester, "add", ".")
     git(pytester, "commit", "-q", "-m", "Add the step")
-    pytester.makepyfile(mystep=STEP.format(work=after))
+    pytester.makepyfile(stepwork=f"WORK = {after}\n")
     git(pytester, "commit", "-qam", "Do the step's work three times")
 
 
@@ -60,6 +61,7 @@ def test_a_revision_that_made_the_step_slower_fails_against_its_base(pytester: p
     result.stdout.fnmatch_lines([
         "dlperf A/B mode: every scenario also runs on the reference (reference * 'Add the step', candidate the "
         "working tree at * 'Do the step's work three times'), interleaved*",
+        "*mystep@* vs mystep: alternating in one process, * pairs of rounds each, ABBA, fresh processes until decided*",
         "*A/B slower: mystep throughput candidate/reference 0.*x*",
         "*1 scenario compared with the reference (threshold 5%): 1 slower (regression)*",
     ])

@@ -20,11 +20,15 @@ from pytest_dlperf.plugin.session import DlperfSession
 from pytest_dlperf.processes.devicelock import DeviceLockTimeout, device_lock, visible_gpus
 from pytest_dlperf.processes.distributed import Job, JobFailed, jobs_lock
 from pytest_dlperf.processes.distributed.paced_job import PairedJobs, run_paired_jobs
+from pytest_dlperf.processes.alternation import run_alternated
 from pytest_dlperf.processes.paired import DEFAULT_PROCESSES, PairedResult, Variant, pairs_for, run_paired
 from pytest_dlperf.processes.runner import PACKAGE_DIR, ScenarioFailed, run_loader_only, run_scenario
 from pytest_dlperf.profiles import COUNTED_ROUNDS, EMULATED_SHAPE, scenario_for
 from pytest_dlperf.result import TrainingResult
 from pytest_dlperf.scenario import Scenario, ScenarioError
+
+#: A/B alternating in one process: the fewest processes whose spread makes an interval (t with 2 df).
+ALTERNATION_MIN_PROCESSES = 3
 
 
 class DlperfRun:
@@ -239,13 +243,16 @@ class DlperfRun:
                                 package=tree.package(PACKAGE_DIR))
             commits = {"reference": revision.commit.describe(), "candidate": revision.candidate.describe()}
 
-        # at least two generations, so the interval rests on more than one process pair
-        paired = self.run_paired(reference, Variant(scenario), generations=max(options.generations, 2),
-                                 decided=decided_at(options.ab_threshold))
-        result = paired.results[scenario.label]
-        ratio = paired.ratio(scenario.label)
+        if revision is not None and scenario.step and reference.python is None and reference.package is None:
+            # both sides are your step module at two revisions under one interpreter and one plugin
+            result, ref_result, ratio = self._alternated(reference.scenario, scenario)
+        else:  # at least two generations, so the interval rests on more than one process pair
+            paired = self.run_paired(reference, Variant(scenario), generations=max(options.generations, 2),
+                                     decided=decided_at(options.ab_threshold))
+            result, ref_result = paired.results[scenario.label], paired.results[reference.key]
+            ratio = paired.ratio(scenario.label)
         verdict = decide(ratio, options.ab_threshold)
-        ref_software = paired.results[reference.key].software
+        ref_software = ref_result.software
         self._item.user_properties += figures.of_ab(scenario.label, ratio, verdict, ref_software, commits)
         self._session.ab_outcomes.append((self._item.nodeid, scenario.label, ratio, verdict))
         if verdict == REGRESSION:
@@ -254,6 +261,39 @@ class DlperfRun:
                         f"beyond the {options.ab_threshold:.0%} threshold; {stacks}\n"
                         f"{self._session.reference_description()}", pytrace=False)
         return result
+
+    def _alternated(self, reference: Scenario,
+                    candidate: Scenario) -> tuple[TrainingResult, TrainingResult, PairedRatio]:
+        """A/B of your step at two revisions inside one process at a time (:mod:`pytest_dlperf.processes.alternation`):
+        the process's own offset falls on both sides; fresh processes until the ratio is decided."""
+        options = self._session.options
+        label = f"{reference.label}@{self._session.revision.commit.short} vs {candidate.label}"  # type: ignore[union-attr]
+        say = self._session.console.for_scenario(label)
+        # as many processes as the process-pair design may take per side at most
+        most = max(options.max_generations * (options.processes or DEFAULT_PROCESSES), ALTERNATION_MIN_PROCESSES)
+        threshold = decided_at(options.ab_threshold)
+        problem = ""
+        try:
+            with self._exclusive_devices(candidate):
+                say(f"alternating in one process, {candidate.rounds} pairs of rounds each, ABBA, fresh processes "
+                    f"until decided ({ALTERNATION_MIN_PROCESSES} to {most}): {candidate.describe()}")
+                started = time.monotonic()
+                done = run_alternated(reference, candidate, self._workdir / "alternation",
+                                      min_processes=ALTERNATION_MIN_PROCESSES, max_processes=most,
+                                      decided=lambda ratio: threshold({candidate.label: ratio}),
+                                      on_progress=self._session.console.child_progress(candidate.label))
+        except ScenarioFailed as exc:
+            problem = exc.report()
+        except DeviceLockTimeout as exc:
+            problem = f"scenario {candidate.label!r} not run: {exc}"
+        if problem:
+            say(f"failed: {problem.splitlines()[0]}")
+            pytest.fail(problem, pytrace=False)
+        say(f"done in {time.monotonic() - started:.0f} s: {candidate.label} {done.ratio.describe()}")
+        result = done.results["candidate"]
+        self.ledger.record(result)
+        self._item.user_properties += figures.of_paired(candidate.label, done.ratio, f"{reference.label}@reference")
+        return result, done.results["reference"], done.ratio
 
     def _exclusive_devices(self, scenario: Scenario) -> Any:
         """Every scenario holds its devices' locks, so two pytest runs never time one device at once:

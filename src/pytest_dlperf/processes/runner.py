@@ -171,18 +171,23 @@ def run_scenario(
         extra = instructions.child_environment(instructions.build_shim(), out_dir)
     code = run_child(command, child_environment(scenario, extra), log_path, scenario.timeout, scenario.label,
                      on_progress)
+    result = TrainingResult.from_dict(child_result(result_path, code, scenario.label, log_path))
+    if scenario.measure == "instructions":
+        filed_by_counting_model(result)
+    return result
+
+
+def child_result(result_path: Path, code: int, label: str, log_path: Path) -> dict:
+    """What a finished child wrote as its result; its error, crash or silence as a :class:`ScenarioFailed`."""
     payload = read_result(result_path)
     if RESULT in payload and code == 0:
-        result = TrainingResult.from_dict(payload[RESULT])
-        if scenario.measure == "instructions":
-            filed_by_counting_model(result)
-        return result
+        return payload[RESULT]
     if ERROR in payload:
         err = payload[ERROR]
-        raise ScenarioFailed(scenario.label, err["reason"], f"{err['type']}: {err['message']}", tail(log_path),
+        raise ScenarioFailed(label, err["reason"], f"{err['type']}: {err['message']}", tail(log_path),
                              err.get("traceback", ""))
     reason = _signal_reason(code) if code < 0 else f"exited with status {code} and wrote no result"
-    raise ScenarioFailed(scenario.label, "crashed", reason, tail(log_path))
+    raise ScenarioFailed(label, "crashed", reason, tail(log_path))
 
 
 def filed_by_counting_model(result: TrainingResult) -> None:

@@ -53,17 +53,25 @@ class MXNetUserStepLoop:
         return {"user_step": self.scenario.step}
 
 
-def train(scenario: Scenario, progress: Any = None) -> tuple[Any, list[float], dict[str, Any], dict[str, Any]]:
-    """Entry point used by the worker for ``framework='mxnet'`` with ``step=``."""
-
+def build(scenario: Scenario) -> MXNetUserStepLoop:
+    """The configured process's loop around your step (also one side of an alternation in one process)."""
     apply_environment(scenario)
     import mxnet as mx
 
     if scenario.device == "cuda" and mx.context.num_gpus() == 0:
         raise ScenarioError("device='cuda' but mxnet sees no GPU: install mxnet-cu112 and check CUDA_VISIBLE_DEVICES")
     mx.random.seed(scenario.seed)
-    loop = MXNetUserStepLoop(scenario)
+    return MXNetUserStepLoop(scenario)
+
+
+def describe(scenario: Scenario, loop: MXNetUserStepLoop) -> dict[str, Any]:
+    return environment(scenario, loop)
+
+
+def train(scenario: Scenario, progress: Any = None) -> tuple[Any, list[float], dict[str, Any], dict[str, Any]]:
+    """Entry point used by the worker for ``framework='mxnet'`` with ``step=``."""
+    loop = build(scenario)
     metrics, losses, details = measure(loop, scenario, progress)
     loop.user_step.throughput_unit(metrics)
     details["user_step"] = {"step": scenario.step, "samples_per_step": loop.samples_per_step}
-    return metrics, losses, details, environment(scenario, loop)
+    return metrics, losses, details, describe(scenario, loop)

@@ -56,12 +56,20 @@ class TfUserStepLoop:
         return int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
 
 
+def build(scenario: Scenario) -> TfUserStepLoop:
+    """The configured process's loop around your step (also one side of an alternation in one process)."""
+    configure(scenario)
+    return TfUserStepLoop(scenario)
+
+
+def describe(scenario: Scenario, loop: TfUserStepLoop) -> dict[str, Any]:
+    return environment(scenario)
+
+
 def train(scenario: Scenario, progress: Any = None) -> tuple[Any, list[float], dict[str, Any], dict[str, Any]]:
     """Entry point used by the worker for ``framework='tensorflow'`` with ``step=``."""
-
-    configure(scenario)
-    loop = TfUserStepLoop(scenario)
+    loop = build(scenario)
     metrics, losses, details = measure(loop, scenario, progress)
     loop.user_step.throughput_unit(metrics)
     details["user_step"] = {"step": scenario.step, "samples_per_step": loop.samples_per_step}
-    return metrics, losses, details, environment(scenario)
+    return metrics, losses, details, describe(scenario, loop)

@@ -71,14 +71,22 @@ class UserStepLoop:
     compile_notes = TorchTrainingLoop.compile_notes
 
 
+def build(scenario: Scenario) -> UserStepLoop:
+    """The prepared process's loop around your step (also one side of an alternation in one process)."""
+    prepare(scenario)
+    return UserStepLoop(scenario)
+
+
+def describe(scenario: Scenario, loop: UserStepLoop) -> dict[str, Any]:
+    env = environment(scenario)
+    env["channels_last"] = None  # the core does not choose your memory format
+    return env
+
+
 def train(scenario: Scenario, progress: Any = None) -> tuple[Any, list[float], dict[str, Any], dict[str, Any]]:
     """Entry point used by the worker for ``framework='torch'`` with ``step=``."""
-
-    prepare(scenario)
-    loop = UserStepLoop(scenario)
+    loop = build(scenario)
     metrics, losses, details = measure(loop, scenario, progress)
     loop.user_step.throughput_unit(metrics)
     details["user_step"] = {"step": scenario.step, "samples_per_step": loop.samples_per_step}
-    env = environment(scenario)
-    env["channels_last"] = None  # the core does not choose your memory format
-    return metrics, losses, details, env
+    return metrics, losses, details, describe(scenario, loop)

@@ -1,0 +1,129 @@
+"""Two versions of your step in one process, their rounds alternating: ``python -m pytest_dlperf.child.alternate
+PAIR.json RESULT.json``, where PAIR.json holds ``{"reference": scenario, "candidate": scenario}`` (A/B of a
+revision, :mod:`pytest_dlperf.processes.alternation`).
+
+A process carries an offset of its own for its whole life (memory layout, thread placement, allocator
+state), which no number of rounds averages away; two versions timed in one process share it, so their
+ratio keeps only the rounds' noise. Each side's step module is imported from its own folders
+(``import_path``): the reference's first; then every module loaded from its folders leaves ``sys.modules``
+and its folders leave ``sys.path``, so the candidate's imports find the candidate's files. Each built step
+keeps the modules it was made from. Both sides warm up, then ``scenario.rounds`` pairs of rounds run in
+ABBA order (reference first in even pairs, the candidate first in odd ones), so a linear drift falls on
+both alike; each round is timed with the device synchronised at its boundaries, its losses checked.
+The result holds one :class:`~pytest_dlperf.result.TrainingResult` per side, rounds in pair order.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import time
+import traceback
+from typing import Any, Callable, Sequence
+
+from pytest_dlperf.child.environment import hardware_key, host_record
+from pytest_dlperf.child.measure import _check_finite, peak_host_memory_bytes
+from pytest_dlperf.child.train import STEP_CORES, error_payload, progress
+from pytest_dlperf.lifeline import die_with_parent
+from pytest_dlperf.protocol import ERROR, EXIT_ERROR, RESULT, write_result
+from pytest_dlperf.result import HIGHER, LOWER, TrainingResult, metric_from
+from pytest_dlperf.scenario import Scenario, ScenarioError
+
+SIDES = ("reference", "candidate")
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def forget_modules_under(folders: Sequence[str]) -> list[str]:
+    """Drop the modules loaded from ``folders`` (never this package's) and the folders from ``sys.path``,
+    so the next import of the same names reads another version's files; returns the names dropped."""
+    roots = [os.path.realpath(f) + os.sep for f in folders]
+    dropped = []
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if not path:
+            continue
+        real = os.path.realpath(path)
+        if any(real.startswith(root) for root in roots) and not real.startswith(_PACKAGE_DIR + os.sep):
+            del sys.modules[name]
+            dropped.append(name)
+    real_folders = {os.path.realpath(f) for f in folders}
+    sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") not in real_folders]
+    importlib.invalidate_caches()
+    return dropped
+
+
+def timed_round(loop: Any, steps: int, first_step: int) -> tuple[float, list[float]]:
+    """One round of ``steps`` steps: its seconds (device synchronised at both ends) and its losses, checked."""
+    loop.sync()
+    start = time.perf_counter()
+    handles = [loop.step() for _ in range(steps)]
+    loop.sync()
+    seconds = time.perf_counter() - start
+    losses = loop.losses_to_floats(handles)
+    _check_finite(losses, first_step, loop)
+    return seconds, losses
+
+
+def alternate(scenarios: dict[str, Scenario], say: Callable[[str], None] = progress) -> dict[str, TrainingResult]:
+    """Build both sides (reference first), warm each up, then time ``rounds`` ABBA pairs of rounds."""
+    reference, candidate = scenarios["reference"], scenarios["candidate"]
+    if reference.framework != candidate.framework or not (reference.step and candidate.step):
+        raise ScenarioError("alternating in one process needs two step= scenarios of one framework")
+    core = importlib.import_module(STEP_CORES[candidate.framework])
+    environment = host_record()
+    environment["hardware_key"] = hardware_key(candidate.device)
+    loops: dict[str, Any] = {}
+    for side in SIDES:
+        loops[side] = core.build(scenarios[side])
+        forget_modules_under(scenarios[side].import_path)
+    losses: dict[str, list[float]] = {side: [] for side in SIDES}
+    for side in SIDES:
+        handles = [loops[side].step() for _ in range(scenarios[side].warmup_steps)]
+        loops[side].sync()
+        losses[side] += loops[side].losses_to_floats(handles)
+    seconds: dict[str, list[float]] = {side: [] for side in SIDES}
+    steps = candidate.steps_per_round
+    for pair in range(candidate.rounds):
+        for side in (SIDES if pair % 2 == 0 else SIDES[::-1]):
+            elapsed, values = timed_round(loops[side], steps, len(losses[side]))
+            seconds[side].append(elapsed)
+            losses[side] += values
+        ratio = seconds["reference"][-1] / seconds["candidate"][-1]
+        say(f"pair {pair + 1}/{candidate.rounds}: candidate/reference {ratio:.3f}x")
+    results = {}
+    for side in SIDES:
+        loop, scenario = loops[side], scenarios[side]
+        user_step = loop.user_step
+        metrics = {"throughput": metric_from("throughput", [loop.samples_per_step * steps / t for t in seconds[side]],
+                                             "samples/s", HIGHER),
+                   "step_time": metric_from("step_time", [t / steps for t in seconds[side]], "s", LOWER)}
+        user_step.throughput_unit(metrics)
+        env = {**environment, **core.describe(scenario, loop)}
+        details = {"round_seconds": seconds[side], "user_step": {"step": scenario.step,
+                                                                  "samples_per_step": loop.samples_per_step},
+                   "alternation": {"pairs": candidate.rounds, "order": "ABBA", "peak_host_memory_both_sides":
+                                   peak_host_memory_bytes()}}
+        results[side] = TrainingResult(scenario, metrics, losses[side], env, details)
+    return results
+
+
+def main(argv: list[str]) -> int:
+    die_with_parent()
+    pair_path, result_path = argv
+    try:
+        with open(pair_path, encoding="utf-8") as fh:
+            data = json.load(fh)
+        results = alternate({side: Scenario.from_dict(data[side]) for side in SIDES})
+    except BaseException as exc:  # report everything, including KeyboardInterrupt, then exit non-zero
+        traceback.print_exc()
+        write_result(result_path, {ERROR: error_payload(exc)})
+        return EXIT_ERROR
+    write_result(result_path, {RESULT: {side: results[side].to_dict() for side in SIDES}})
+    progress("done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
