@@ -107,3 +107,18 @@ def test_in_a_b_mode_the_headline_counts_the_a_b_decisions_and_the_stored_ones_i
                     ab={"fp32": {"ab_verdict": "regression"}})
     line = digest.digest([same, slower]).verdict_line()
     assert line.startswith("FAILED: 1 A/B slower, 0 faster, 1 no change, 0 inconclusive, 0 correctness failures")
+
+
+def test_the_plugin_s_line_for_a_recording_run_is_not_a_verdict():
+    """--update-baselines compares nothing by design: its line says what was recorded, not NOT JUDGED."""
+    from pytest_dlperf.judging.outcomes import MISSING, UPDATED
+    from pytest_dlperf.judging.verdict import Verdict
+    from pytest_dlperf.plugin.report import verdict_line
+
+    def made(status: str) -> Verdict:
+        return Verdict("t.py::t", "fp32", "throughput", "img/s", "higher", 10.0, None, 0.1, status, hardware="cpu-a")
+
+    assert verdict_line([made(UPDATED), made(UPDATED)], 0.05) == \
+        "dlperf: 2 figures recorded with --update-baselines, none compared."
+    assert verdict_line([made(MISSING)], 0.05).startswith("dlperf: NOT JUDGED: no figure compared with a baseline, "
+                                                          "1 figure without a baseline on this machine")

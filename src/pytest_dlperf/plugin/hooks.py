@@ -169,8 +169,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
             tr.write_line(report.unjudged_line([], state.options.require_baselines))
         return
     tr.section("dlperf summary")
-    tr.write_line(report.verdict_line(state.verdicts, state.options.alpha) if report.judged_count(state.verdicts)
-                  else report.unjudged_line(state.verdicts, state.options.require_baselines))
+    tr.write_line(report.unjudged_line(state.verdicts, state.options.require_baselines)
+                  if state.judges and not report.judged_count(state.verdicts)
+                  else report.verdict_line(state.verdicts, state.options.alpha))
     tr.write_line("")
     for line in report.table(state.verdicts):
         tr.write_line(line)

@@ -70,6 +70,8 @@ def verdict_line(verdicts: list[Verdict], alpha: float) -> str:
     c = Counter(v.status for v in verdicts)
     judged = [v for v in verdicts if v.status in (REGRESSION, IMPROVEMENT, OK, INCONCLUSIVE)]
     if not judged:
+        if c[UPDATED]:  # a recording run: nothing was meant to be compared
+            return f"dlperf: {count(c[UPDATED], 'figure')} recorded with --update-baselines, none compared."
         return unjudged_line(verdicts, require=False)
     return (f"dlperf: {count(c[REGRESSION], 'regression')}, {count(c[IMPROVEMENT], 'improvement')}, "
             f"{c[INCONCLUSIVE]} inconclusive, {c[OK]} no change, of {count(len(judged), 'figure')} judged; "
