@@ -24,7 +24,7 @@ import traceback
 from typing import Any, Callable, Sequence
 
 from pytest_dlperf.child.environment import hardware_key, host_record
-from pytest_dlperf.child.measure import _check_finite, peak_host_memory_bytes
+from pytest_dlperf.child.measure import check_finite, peak_host_memory_bytes
 from pytest_dlperf.child.train import STEP_CORES, error_payload, progress
 from pytest_dlperf.lifeline import die_with_parent
 from pytest_dlperf.protocol import ERROR, EXIT_ERROR, RESULT, write_result
@@ -62,7 +62,7 @@ def timed_round(loop: Any, steps: int, first_step: int) -> tuple[float, list[flo
     loop.sync()
     seconds = time.perf_counter() - start
     losses = loop.losses_to_floats(handles)
-    _check_finite(losses, first_step, loop)
+    check_finite(losses, first_step, loop)
     return seconds, losses
 
 
@@ -83,6 +83,7 @@ def alternate(scenarios: dict[str, Scenario], say: Callable[[str], None] = progr
         handles = [loops[side].step() for _ in range(scenarios[side].warmup_steps)]
         loops[side].sync()
         losses[side] += loops[side].losses_to_floats(handles)
+        check_finite(losses[side], 0, loops[side])
     seconds: dict[str, list[float]] = {side: [] for side in SIDES}
     steps = candidate.steps_per_round
     for pair in range(candidate.rounds):

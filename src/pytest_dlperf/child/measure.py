@@ -142,7 +142,7 @@ def peak_host_memory_bytes(status: str | None = None) -> int:
     return max(kib["VmHWM"] - kib.get("RssFile", 0), 0) * 1024
 
 
-def _check_finite(losses: Sequence[float], first_step: int, loop: Any) -> None:
+def check_finite(losses: Sequence[float], first_step: int, loop: Any) -> None:
     for offset, value in enumerate(losses):
         if not math.isfinite(value):
             scale = _optional(loop, "loss_scale")
@@ -179,7 +179,7 @@ def measure(
     warmup_seconds = time.perf_counter() - warm_start
     if handles:
         warm = loop.losses_to_floats(handles)
-        _check_finite(warm, 0, loop)
+        check_finite(warm, 0, loop)
         losses += warm
     if scenario.measure == "instructions":
         return count_instructions(loop, scenario, losses, progress)
@@ -220,7 +220,7 @@ def measure(
         elif synchronous:
             step_seconds += [b - a for a, b in zip([start] + marks[:-1], marks)]
         values = loop.losses_to_floats(handles)
-        _check_finite(values, len(losses), loop)
+        check_finite(values, len(losses), loop)
         losses += values
         if progress is not None:
             progress(
@@ -277,7 +277,7 @@ def count_instructions(loop: TrainingLoop, scenario: Scenario, losses: list[floa
         loop.sync()
         per_step.append(counter.stop() / scenario.steps_per_round)
         values = loop.losses_to_floats(handles)
-        _check_finite(values, len(losses), loop)
+        check_finite(values, len(losses), loop)
         losses += values
         if progress is not None:
             progress(f"round {r + 1}/{scenario.rounds}: {per_step[-1]:,.0f} instructions per step, "
@@ -301,7 +301,7 @@ def _rewarm(loop: TrainingLoop, scenario: Scenario) -> None:
     losses are checked, not kept: the loss curve stays warm-up plus timed rounds)."""
     handles = [loop.step() for _ in range(rewarm_steps(scenario))]
     loop.sync()
-    _check_finite(loop.losses_to_floats(handles), 0, loop)
+    check_finite(loop.losses_to_floats(handles), 0, loop)
 
 
 def compile_metrics(loop: Any, metrics: dict[str, Metric], details: dict[str, Any], first_step: float | None,

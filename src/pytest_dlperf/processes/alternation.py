@@ -31,7 +31,6 @@ class Alternated:
 
     results: dict[str, TrainingResult]
     ratio: PairedRatio
-    processes: int
 
 
 def one_process(reference: Scenario, candidate: Scenario, workdir: Path,
@@ -66,7 +65,7 @@ def run_alternated(reference: Scenario, candidate: Scenario, workdir: Path, *, m
             break
     assert ratio is not None
     results = {side: merge(runs[side], _throughputs(runs[side]), len(runs[side])) for side in SIDES}
-    return Alternated(results, ratio, len(runs["candidate"]))
+    return Alternated(results, ratio)
 
 
 def _throughputs(results: list[TrainingResult]) -> list[float]:
