@@ -44,6 +44,24 @@ def test_a_revision_is_checked_out_mapped_and_removed(repo: Path) -> None:
     assert (repo / "pkg" / "step.py").read_text() == "WORK = 2\n"  # the working tree is untouched
 
 
+def test_an_installed_copy_of_a_package_the_repository_holds_maps_to_the_revisions_source(repo: Path,
+                                                                                         tmp_path: Path) -> None:
+    """tox installs the plugin's own repository as a wheel outside its source folder: the reference side must
+    still run the revision's source, or an A/B of the plugin's own cores compares the candidate with itself."""
+    (repo / "src" / "plugin").mkdir(parents=True)
+    (repo / "src" / "plugin" / "__init__.py").write_text("VERSION = 'base'\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "Add the plugin's source")
+    installed = tmp_path / "site-packages" / "plugin"
+    installed.mkdir(parents=True)
+    with Worktree(repo, resolve(repo, "HEAD")) as tree:
+        assert tree.package(installed) == tree.path / "src" / "plugin"
+        assert (tree.package(installed) / "__init__.py").read_text() == "VERSION = 'base'\n"
+        assert tree.package(tmp_path / "site-packages" / "other") is None  # a package the repository does not hold
+    with Worktree(repo, resolve(repo, "HEAD~1")) as tree:
+        assert tree.package(installed) is None  # the revision predates the source: both sides run the installed one
+
+
 def test_the_working_tree_says_when_it_has_uncommitted_changes(repo: Path) -> None:
     assert working_tree(repo).note == ""
     (repo / "pkg" / "step.py").write_text("WORK = 3\n")

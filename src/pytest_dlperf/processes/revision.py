@@ -101,11 +101,17 @@ class Worktree:
         return str(self.path / relative)
 
     def package(self, package_dir: Path) -> Path | None:
-        """This revision's copy of a package folder that lives in the repository (None: it lives outside)."""
+        """This revision's copy of a package: the same folder where the package lives in the repository,
+        else the repository's own source of a package of that name (``src/<name>`` or ``<name>``), as when
+        the plugin's repository runs an installed wheel of itself (a tox environment). None: the repository
+        holds no copy, so both sides run the installed one."""
         mapped = Path(self.remap(str(package_dir)))
-        if mapped == package_dir:
-            return None
-        return mapped if mapped.is_dir() else None
+        if mapped != package_dir and mapped.is_dir():
+            return mapped
+        for source in (Path("src") / package_dir.name, Path(package_dir.name)):
+            if (self.top / source / "__init__.py").is_file() and (self.path / source / "__init__.py").is_file():
+                return self.path / source
+        return None
 
 
 class ReferenceRevision:
