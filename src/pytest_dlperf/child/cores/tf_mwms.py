@@ -121,6 +121,12 @@ class MWMSLoop:
         return [float(h.numpy()) for h in handles]
 
 
+def barrier(strategy: tf.distribute.Strategy) -> None:
+    """Every worker meets the others here: MWMS has no barrier of its own, and an all-reduce waits for all."""
+    one = strategy.run(lambda: tf.constant(1.0))
+    strategy.reduce(tf.distribute.ReduceOp.SUM, one, axis=None).numpy()
+
+
 def evaluate(model: keras.Model, config: dict[str, Any]) -> dict[str, float]:
     images, labels = dist_util.dataset(int(config.get("val_samples", 256)), int(config["image_size"]),
                                        int(config["num_classes"]), int(config["seed"]),
@@ -145,7 +151,9 @@ def main(argv: list[str]) -> int:
         model = MODELS[config["model"]](classes, size)
     loop = MWMSLoop(strategy, model, config, rank, world)
     start = time.perf_counter()
-    metrics, losses, details = measure(loop, scenario, lambda text: print(PROGRESS_PREFIX + text, flush=True))
+    pacer = dist_util.rank_pacer(config, rank, (lambda: barrier(strategy)) if world > 1 else None)
+    metrics, losses, details = measure(loop, scenario, lambda text: print(PROGRESS_PREFIX + text, flush=True),
+                                       pacer=pacer)
     train_seconds = time.perf_counter() - start
     accuracy = evaluate(model, config)  # every worker: reading BN statistics is a collective under MWMS
     arrays = {f"p{i:03d}": np.asarray(w) for i, w in enumerate(model.get_weights())}

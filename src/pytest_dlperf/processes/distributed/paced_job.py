@@ -68,7 +68,7 @@ from pytest_dlperf.child.rank import PACED
 from pytest_dlperf.processes.distributed.rendezvous import PortReservation, rank_environments, rendezvous_of
 
 #: The entry points that install :class:`~.rank.RankPacer` when the config says ``paced``.
-PACED_FRAMEWORKS = ("torch",)
+PACED_FRAMEWORKS = ("torch", "tensorflow")
 #: Launchers whose ranks' stdin/stdout reach this process as pipes.
 PACED_LAUNCHERS = ("local", "netns")
 #: How often the parent looks at every rank while it waits for a round.
@@ -84,9 +84,10 @@ class PacedJob:
         problem = paced_problem(job)
         if problem:
             raise ValueError(problem)
-        # Its ranks start directly with the rendezvous environment ("env"), whatever the default start:
+        # Torch ranks start directly with the rendezvous environment ("env"), whatever the default start:
         # rank 0's stdin is the parent's pipe, which a torchrun agent does not pass on to its ranks.
-        job = dataclasses.replace(job, start="env")
+        if job.framework == "torch":
+            job = dataclasses.replace(job, start="env")
         self.job = job
         self.config = paced_config(job.config, rounds)
         self.timeout = job.timeout
