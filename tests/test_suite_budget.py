@@ -19,7 +19,8 @@ def _tox() -> configparser.ConfigParser:
 
 
 def _envs(label: str, tox: configparser.ConfigParser) -> list[str]:
-    labels = {key.strip(): envs for key, envs in (line.split("=", 1) for line in tox["tox"]["labels"].strip().splitlines())}
+    lines = tox["tox"]["labels"].strip().splitlines()
+    labels = {key.strip(): envs for key, envs in (line.split("=", 1) for line in lines)}
     return [name.strip() for name in labels[label].split(",")]
 
 

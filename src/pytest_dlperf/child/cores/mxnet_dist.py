@@ -126,7 +126,12 @@ def main(argv: list[str]) -> int:
                             kvstore=kv)
     loop = KVStoreLoop(net, trainer, config, rank, world, ctxs, step_scale)
     start = time.perf_counter()
-    metrics, losses, details = measure(loop, scenario, lambda text: print(PROGRESS_PREFIX + text, flush=True))
+    # the worker launched first talks to the parent: ps-lite's rank is the order workers connected in
+    launched_first = os.environ.get("DLPERF_RANK_NAME", "worker 0") == "worker 0"
+    synced = kind.startswith("dist") and kind != "dist_async"
+    pacer = dist_util.rank_pacer(config, 0 if launched_first else 1, kv._barrier if synced and world > 1 else None)
+    metrics, losses, details = measure(loop, scenario, lambda text: print(PROGRESS_PREFIX + text, flush=True),
+                                       pacer=pacer)
     train_seconds = time.perf_counter() - start
     if kind.startswith("dist") and kind != "dist_async":
         kv._barrier()  # every worker has pulled the last update before anyone reads weights

@@ -68,7 +68,7 @@ from pytest_dlperf.child.rank import PACED
 from pytest_dlperf.processes.distributed.rendezvous import PortReservation, rank_environments, rendezvous_of
 
 #: The entry points that install :class:`~.rank.RankPacer` when the config says ``paced``.
-PACED_FRAMEWORKS = ("torch", "tensorflow")
+PACED_FRAMEWORKS = ("torch", "tensorflow", "mxnet")
 #: Launchers whose ranks' stdin/stdout reach this process as pipes.
 PACED_LAUNCHERS = ("local", "netns")
 #: How often the parent looks at every rank while it waits for a round.
@@ -125,7 +125,7 @@ class PacedJob:
             env[CONFIG_ENV] = json.dumps(self.config)
             argv = job.launcher.argv(rank.slot, [host_python(job, rank.slot), "-m", entry, "-",
                                                  str(self._results[rank])], env)
-            if rank.index == 0:  # the paced rank: its stdin takes ``go``, its stdout gives the rounds
+            if rank == self._paced_rank:  # its stdin takes ``go``, its stdout gives the rounds
                 self._log0 = open(self.logs[rank], "wb")
                 self.procs[rank] = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                                     stderr=subprocess.STDOUT, start_new_session=True)
@@ -137,8 +137,13 @@ class PacedJob:
                                                         stdin=subprocess.DEVNULL, start_new_session=True)
 
     @property
+    def _paced_rank(self) -> Rank:
+        """The first worker as launched (an MXNet job's scheduler and servers are index 0 of their roles too)."""
+        return Rank("worker", 0, 0)
+
+    @property
     def rank0(self) -> Rank:
-        return next(r for r in self.procs if r.index == 0)
+        return next(r for r in self.procs if r == self._paced_rank)
 
     def _read(self, proc: subprocess.Popen[bytes], log: IO[bytes]) -> None:
         assert proc.stdout is not None
@@ -180,7 +185,7 @@ class PacedJob:
         if self._log0 is not None:
             self._log0.flush()
         payloads = []
-        for rank in self.procs:
+        for rank in [r for r in self.procs if r.role == "worker"]:  # a scheduler and servers write none
             payload = read_rank_result(self.logs[rank], self._results[rank])
             if payload is None:
                 raise self._failed(rank, "exited 0 but wrote no result")
