@@ -10,6 +10,7 @@ import pytest
 
 from pytest_dlperf import cost
 from pytest_dlperf.processes.paired import Variant, run_paired
+from pytest_dlperf.reports.cost import cost_markdown, costs_of
 from pytest_dlperf.scenario import Scenario
 
 TESTS = str(Path(__file__).resolve().parent)
@@ -128,6 +129,11 @@ def test_a_measuring_test_reports_its_cost_in_junit_and_the_summary(pytester: py
         "costliest tests*wall s*import*build*warmup*measure*children",
         "test_mine.py::test_mine *1",
     ])
+    # what `dlperf summary` shows of it (pytest_dlperf.reports.cost)
+    assert costs_of([report, report]) == [("test_mine.py::test_mine", found)]
+    markdown = cost_markdown(costs_of([report]))
+    assert markdown[:2] == ["### Where the time went", ""] and markdown[6].startswith("| `test_mine.py::test_mine` |")
+    assert markdown[4].split(" | ")[:3] == ["| test", "wall s", "import"]
     xmlschema = pytest.importorskip("xmlschema", reason="the schema check needs xmlschema (tox.ini: torch env)")
     assert [str(e.reason) for e in xmlschema.XMLSchema(str(SCHEMA)).iter_errors(str(report))] == []
 

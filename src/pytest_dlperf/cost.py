@@ -58,7 +58,7 @@ class Cost:
     def text(self) -> str:
         """The property's value: ``wall=... <phase>=... children=N``, phases in :data:`SHOWN` order."""
         parts = [f"wall={self.wall:.3f}"]
-        parts += [f"{name}={self.phases[name]:.3f}" for name in _ordered(self.phases) if self.phases[name] > 0]
+        parts += [f"{name}={self.phases[name]:.3f}" for name in ordered(self.phases) if self.phases[name] > 0]
         return " ".join(parts + [f"children={self.children}"])
 
     @classmethod
@@ -80,7 +80,7 @@ class Cost:
         return cls(wall, values, children)
 
 
-def _ordered(names: Iterable[str]) -> list[str]:
+def ordered(names: Iterable[str]) -> list[str]:
     """Phase names in :data:`SHOWN` order, unknown ones (a newer child's) after them by name."""
     names = set(names)
     return [n for n in SHOWN if n in names] + sorted(names - set(SHOWN))
@@ -200,6 +200,12 @@ def split_text(c: Cost) -> str:
     return ", ".join(f"{n} {s:.1f} s ({s / c.wall:.0%})" if c.wall else f"{n} {s:.1f} s" for s, n in shown)
 
 
+def costliest(costs: Sequence[tuple[str, Cost]], top: int = TOP) -> tuple[list[tuple[str, Cost]], list[str]]:
+    """The ``top`` costliest tests, costliest first, and the phases they spent any time in, in :data:`SHOWN` order."""
+    ranked = sorted(costs, key=lambda item: -item[1].wall)[:top]
+    return ranked, ordered(n for _, c in ranked for n, s in c.phases.items() if s > 0)
+
+
 def summary_lines(costs: Sequence[tuple[str, Cost]], top: int = TOP) -> list[str]:
     """Where the time went: the run's seconds per phase, then the ``top`` costliest tests (node ids) with
     their split, in seconds."""
@@ -209,8 +215,7 @@ def summary_lines(costs: Sequence[tuple[str, Cost]], top: int = TOP) -> list[str
     split = split_text(total)
     lines = [f"dlperf: where the time went: {total.wall:.1f} s in {count(len(costs), 'test')} using dlperf, "
              f"{count(total.children, 'child', 'children')}" + (f": {split}." if split else ".")]
-    ranked = sorted(costs, key=lambda item: -item[1].wall)[:top]
-    names = _ordered(n for _, c in ranked for n, s in c.phases.items() if s > 0)
+    ranked, names = costliest(costs, top)
     header = ("costliest tests", "wall s", *names, "children")
     rows = [(short_test(test), f"{c.wall:.1f}", *(f"{c.phases.get(n, 0.0):.1f}" for n in names), str(c.children))
             for test, c in ranked]
