@@ -6,7 +6,8 @@ word of the conversation is defined once.
 A training or loader child (``python -m MODULE SCENARIO.json RESULT.json [--paced]``) prints
 progress lines behind :data:`PROGRESS_PREFIX`, and writes ``{"result": ...}`` or
 ``{"error": {"reason", "type", "message"[, "traceback"]}}`` to its result file
-(:func:`write_result`, :func:`read_result`), exiting with :data:`EXIT_ERROR` after an error.
+(:func:`write_result`, :func:`read_result`), exiting with :data:`EXIT_ERROR` after an error; beside
+either, under :data:`PHASES`, the wall-clock spans of its phases (:mod:`pytest_dlperf.child.phases`).
 Started with :data:`PACED_FLAG`, it reports ``{"ready": true}`` and each timed round behind
 :data:`ROUND_PREFIX` and waits for a :data:`GO` line on stdin before each round; the parent
 closes stdin after the last.
@@ -38,6 +39,26 @@ GO = "go\n"
 EXIT_ERROR = 3
 #: The keys of a child's result file: its TrainingResult as a dict, or what went wrong.
 RESULT, ERROR = "result", "error"
+#: The key of a result file's phase spans: ``{phase: [[start, end], ...]}``, wall-clock seconds
+#: (:mod:`pytest_dlperf.child.phases`). The phases:
+PHASES = "phases"
+#: Importing the framework (the core module's imports).
+IMPORT = "import"
+#: Model, data and optimizer construction, the framework's own setup included.
+BUILD = "build"
+#: A core that imports its framework while it builds (MXNet, whose threads are set by the environment
+#: that ``libmxnet`` reads when it loads), and the loader-only child: the two cannot be told apart.
+IMPORT_BUILD = "import+build"
+#: Untimed steps: the scenario's warm-up, and a paced child's re-warm-up before its first round.
+WARMUP = "warmup"
+#: A paced child waiting for the group: before its first round (others build) and after its last.
+WAIT = "wait"
+#: The timed rounds (a paced child's waits between its rounds included: the others' rounds fill them).
+MEASURE = "measure"
+#: The rounds counted under Valgrind (``--dlperf-measure=instructions``).
+COUNT = "count"
+#: After the rounds: evaluation on real data, describing the framework, writing the result.
+FINISH = "finish"
 
 
 def write_result(path: str | os.PathLike[str], payload: dict[str, Any]) -> None:

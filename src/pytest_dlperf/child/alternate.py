@@ -23,11 +23,12 @@ import time
 import traceback
 from typing import Any, Callable, Sequence
 
+from pytest_dlperf.child import phases
 from pytest_dlperf.child.environment import hardware_key, host_record
 from pytest_dlperf.child.measure import check_finite, peak_host_memory_bytes
 from pytest_dlperf.child.train import STEP_CORES, error_payload, progress
 from pytest_dlperf.lifeline import die_with_parent
-from pytest_dlperf.protocol import ERROR, EXIT_ERROR, RESULT, write_result
+from pytest_dlperf.protocol import ERROR, EXIT_ERROR, PHASES, RESULT, write_result
 from pytest_dlperf.result import HIGHER, LOWER, TrainingResult, metric_from
 from pytest_dlperf.scenario import Scenario, ScenarioError
 
@@ -71,14 +72,17 @@ def alternate(scenarios: dict[str, Scenario], say: Callable[[str], None] = progr
     reference, candidate = scenarios["reference"], scenarios["candidate"]
     if reference.framework != candidate.framework or not (reference.step and candidate.step):
         raise ScenarioError("alternating in one process needs two step= scenarios of one framework")
-    core = importlib.import_module(STEP_CORES[candidate.framework])
     environment = host_record()
     environment["hardware_key"] = hardware_key(candidate.device)
+    phases.enter(phases.IMPORT)
+    core = importlib.import_module(STEP_CORES[candidate.framework])
+    phases.enter(phases.BUILD)
     loops: dict[str, Any] = {}
     for side in SIDES:
         loops[side] = core.build(scenarios[side])
         forget_modules_under(scenarios[side].import_path)
     losses: dict[str, list[float]] = {side: [] for side in SIDES}
+    phases.enter(phases.WARMUP)
     for side in SIDES:
         handles = [loops[side].step() for _ in range(scenarios[side].warmup_steps)]
         loops[side].sync()
@@ -86,6 +90,7 @@ def alternate(scenarios: dict[str, Scenario], say: Callable[[str], None] = progr
         check_finite(losses[side], 0, loops[side])
     seconds: dict[str, list[float]] = {side: [] for side in SIDES}
     steps = candidate.steps_per_round
+    phases.enter(phases.MEASURE)
     for pair in range(candidate.rounds):
         for side in (SIDES if pair % 2 == 0 else SIDES[::-1]):
             elapsed, values = timed_round(loops[side], steps, len(losses[side]))
@@ -93,6 +98,7 @@ def alternate(scenarios: dict[str, Scenario], say: Callable[[str], None] = progr
             losses[side] += values
         ratio = seconds["reference"][-1] / seconds["candidate"][-1]
         say(f"pair {pair + 1}/{candidate.rounds}: candidate/reference {ratio:.3f}x")
+    phases.enter(phases.FINISH)
     results = {}
     for side in SIDES:
         loop, scenario = loops[side], scenarios[side]
@@ -119,9 +125,10 @@ def main(argv: list[str]) -> int:
         results = alternate({side: Scenario.from_dict(data[side]) for side in SIDES})
     except BaseException as exc:  # report everything, including KeyboardInterrupt, then exit non-zero
         traceback.print_exc()
-        write_result(result_path, {ERROR: error_payload(exc)})
+        write_result(result_path, {ERROR: error_payload(exc), PHASES: phases.PROCESS.report()})
         return EXIT_ERROR
-    write_result(result_path, {RESULT: {side: results[side].to_dict() for side in SIDES}})
+    write_result(result_path, {RESULT: {side: results[side].to_dict() for side in SIDES},
+                               PHASES: phases.PROCESS.report()})
     progress("done")
     return 0
 

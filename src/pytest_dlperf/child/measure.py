@@ -26,6 +26,7 @@ import time
 from typing import Any, Callable, Protocol, Sequence
 
 from pytest_dlperf import instructions
+from pytest_dlperf.child import phases
 from pytest_dlperf.protocol import ROUND_PREFIX
 from pytest_dlperf.result import HIGHER, LOWER, Metric, metric_from
 from pytest_dlperf.scenario import Scenario
@@ -167,6 +168,7 @@ def measure(
     losses: list[float] = []
     compiles = bool(getattr(loop, "compiles", False))
     loop.sync()
+    phases.enter(phases.WARMUP)
     warm_start = time.perf_counter()
     handles = []
     first_step = None
@@ -182,13 +184,16 @@ def measure(
         check_finite(warm, 0, loop)
         losses += warm
     if scenario.measure == "instructions":
-        return count_instructions(loop, scenario, losses, progress)
+        counted = count_instructions(loop, scenario, losses, progress)
+        phases.enter(phases.FINISH)
+        return counted
 
     round_throughput: list[float] = []
     round_seconds: list[float] = []
     step_seconds: list[float] = []
     event_timer = getattr(loop, "step_timer", None)
     synchronous = bool(getattr(loop, "synchronous", False))
+    phases.enter(phases.WAIT if pacer is not None else phases.MEASURE)
     for r in range(scenario.rounds):
         handles = []
         marks = []
@@ -198,7 +203,10 @@ def measure(
         if pacer is not None:
             pacer.wait()
             if r == 0 and pacer.rewarms and rewarm_steps(scenario):
+                phases.enter(phases.WARMUP)
                 _rewarm(loop, scenario)
+            if r == 0:
+                phases.enter(phases.MEASURE)
             drain = getattr(loop, "drain_prefetched", None)
             if drain is not None:  # what a loader made while this child idled is not this round's work
                 drain()
@@ -229,7 +237,9 @@ def measure(
             )
 
     if pacer is not None:
+        phases.enter(phases.WAIT)
         pacer.done()
+    phases.enter(phases.FINISH)
     metrics = {
         "throughput": metric_from("throughput", round_throughput, "samples/s", HIGHER),
         "step_time": metric_from(
@@ -268,6 +278,7 @@ def count_instructions(loop: TrainingLoop, scenario: Scenario, losses: list[floa
                        ) -> tuple[dict[str, Metric], list[float], dict[str, Any]]:
     """The timed rounds counted instead of timed (:mod:`pytest_dlperf.instructions`): each round's
     instructions over its steps, synchronisation included, the loss conversion and checks outside."""
+    phases.enter(phases.COUNT)
     counter = instructions.Counter.from_environment()
     per_step: list[float] = []
     for r in range(scenario.rounds):

@@ -16,10 +16,11 @@ import sys
 import traceback
 from typing import Any
 
+from pytest_dlperf.child import phases
 from pytest_dlperf.child.environment import hardware_key, host_record
 from pytest_dlperf.child.measure import StdinPacer, pace_rounds
 from pytest_dlperf.lifeline import die_with_parent
-from pytest_dlperf.protocol import ERROR, EXIT_ERROR, PACED_FLAG, PROGRESS_PREFIX, RESULT, write_result
+from pytest_dlperf.protocol import ERROR, EXIT_ERROR, PACED_FLAG, PHASES, PROGRESS_PREFIX, RESULT, write_result
 from pytest_dlperf.result import TrainingResult
 from pytest_dlperf.scenario import Scenario, ScenarioError
 
@@ -34,6 +35,8 @@ STEP_CORES = {
     "tensorflow": "pytest_dlperf.child.cores.tf_step",
     "mxnet": "pytest_dlperf.child.cores.mxnet_step",
 }
+#: The module each framework is imported as (whether a core imported it before building).
+FRAMEWORK_MODULES = {"torch": "torch", "tensorflow": "tensorflow", "mxnet": "mxnet"}
 #: The built-in GPT-style language model (``model="gpt"``) has its own core.
 MODEL_CORES = {("torch", "gpt"): "pytest_dlperf.child.cores.torch_gpt"}
 #: A core trains from ``scenario.data`` through its framework's loader (``pytest_dlperf.child.loaders``)
@@ -100,7 +103,10 @@ def run(scenario: Scenario) -> TrainingResult:
     # one usable CPU and file its figures under another machine's baselines.
     environment = host_record()
     environment["hardware_key"] = hardware_key(scenario.device)
+    phases.enter(phases.IMPORT)
     core = importlib.import_module(core_module(scenario))
+    # a core that imports its framework only while building (MXNet) cannot tell the two apart
+    phases.enter(phases.BUILD if FRAMEWORK_MODULES[scenario.framework] in sys.modules else phases.IMPORT_BUILD)
     progress(f"start: {scenario.describe()}")
     metrics, losses, details, framework_env = core.train(scenario, progress)
     environment.update(framework_env)
@@ -126,9 +132,9 @@ def main(argv: list[str]) -> int:
         result = run(scenario)
     except BaseException as exc:  # report everything, including KeyboardInterrupt, then exit non-zero
         traceback.print_exc()
-        write_result(result_path, {ERROR: error_payload(exc)})
+        write_result(result_path, {ERROR: error_payload(exc), PHASES: phases.PROCESS.report()})
         return EXIT_ERROR
-    write_result(result_path, {RESULT: result.to_dict()})
+    write_result(result_path, {RESULT: result.to_dict(), PHASES: phases.PROCESS.report()})
     progress("done")
     return 0
 

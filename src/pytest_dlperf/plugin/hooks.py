@@ -7,7 +7,7 @@ from typing import Iterator
 
 import pytest
 
-from pytest_dlperf.plugin import benchmark, fixtures, markers, options, report, run_verdict
+from pytest_dlperf.plugin import benchmark, costs, fixtures, markers, options, report, run_verdict
 from pytest_dlperf import figures
 from pytest_dlperf.plugin.run import DlperfRun
 from pytest_dlperf.child.environment import ISA_CAP_VARIABLES, cap_problem
@@ -24,6 +24,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     markers.register(config)
     state = config.stash[SESSION_KEY] = DlperfSession(config, options.Options.from_config(config))
+    config.pluginmanager.register(costs.CostProfile(), costs.PLUGIN_NAME)
     if benchmark.wanted(config):
         state.benchmarks = benchmark.BenchmarkExport(config)
         config.pluginmanager.register(state.benchmarks, benchmark.PLUGIN_NAME)
@@ -157,8 +158,16 @@ def pytest_testnodedown(node: object, error: object) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    state = config.stash[SESSION_KEY]
-    tr = terminalreporter
+    _summary(terminalreporter, config.stash[SESSION_KEY])
+    profile = config.pluginmanager.get_plugin(costs.PLUGIN_NAME)
+    lines = profile.lines() if profile is not None else []
+    if lines:  # a section of its own: the summary above reads the same in every run of the same figures
+        terminalreporter.section("dlperf cost")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
+def _summary(tr: pytest.TerminalReporter, state: DlperfSession) -> None:
     if state.ab_outcomes:
         tr.section("dlperf A/B")
         for line in report.ab_lines(state.ab_outcomes, state.reference_description(), state.options.ab_threshold):

@@ -8,7 +8,7 @@ from typing import Collection, Sequence
 
 import pytest
 
-from pytest_dlperf import figures
+from pytest_dlperf import cost, figures
 from pytest_dlperf.child.environment import hardware_key
 from pytest_dlperf.judging.baselines import Baseline, entry_key
 from pytest_dlperf.judging.judge import judge
@@ -100,9 +100,10 @@ class Ledger:
         if anchor is None:
             pytest.fail(f"{nodeid}: dlperf.check() needs at least one result from dlperf.run()", pytrace=False)
         pending += [(label, m, anchor) for label, m in self._derived]
-        verdicts = judge(self._session.store, nodeid, self._profile, pending,
-                         self._session.policy(markers.tolerance_of(self._item).for_metric, tolerance),
-                         update=bool(options.update))
+        with cost.timed(cost.JUDGE):
+            verdicts = judge(self._session.store, nodeid, self._profile, pending,
+                             self._session.policy(markers.tolerance_of(self._item).for_metric, tolerance),
+                             update=bool(options.update))
         for verdict in verdicts:
             self._item.user_properties += figures.of_verdict(verdict)
         self._derived.clear()

@@ -4,14 +4,15 @@ report, derives figures and judges them; ``check`` fails the test on the verdict
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Collection
+from typing import Any, Callable, Collection, Iterator
 
 import pytest
 
-from pytest_dlperf import figures, instructions
+from pytest_dlperf import cost, figures, instructions
 from pytest_dlperf.child.environment import emulated_precisions, isa_level
 from pytest_dlperf.judging.stats import PairedRatio, decide, decided_at
 from pytest_dlperf.judging.verdict import MISSING, REGRESSION, Verdict, failure_message
@@ -295,13 +296,18 @@ class DlperfRun:
         self._item.user_properties += figures.of_paired(candidate.label, done.ratio, f"{reference.label}@reference")
         return result, done.results["reference"], done.ratio
 
-    def _exclusive_devices(self, scenario: Scenario) -> Any:
+    @contextlib.contextmanager
+    def _exclusive_devices(self, scenario: Scenario) -> Iterator[None]:
         """Every scenario holds its devices' locks, so two pytest runs never time one device at once:
         the GPUs it sees, or the host's CPUs for a CPU scenario (two runs sharing cores distort
-        each other's figures just as much; measured: -55% to -90% in a clash of two CI runs)."""
+        each other's figures just as much; measured: -55% to -90% in a clash of two CI runs).
+        The wait for them is the test's ``lock`` time (:mod:`pytest_dlperf.cost`)."""
         devices = visible_gpus(environ={**os.environ, **scenario.env}) if scenario.device == "cuda" else ["cpu"]
-        return device_lock(devices, timeout=scenario.timeout, owner=self._item.nodeid,
-                           on_wait=self._session.console.for_scenario(scenario.label))
+        with contextlib.ExitStack() as held:
+            with cost.timed(cost.LOCK):
+                held.enter_context(device_lock(devices, timeout=scenario.timeout, owner=self._item.nodeid,
+                                               on_wait=self._session.console.for_scenario(scenario.label)))
+            yield
 
     def check(self, *results: TrainingResult, tolerance: float | None = None,
               unjudged: Collection[str] = ()) -> list[Verdict]:

@@ -13,10 +13,12 @@ import queue
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Callable
 
+from pytest_dlperf import cost
 from pytest_dlperf.protocol import ERROR, PACED_FLAG, PROGRESS_PREFIX, RESULT, ROUND_PREFIX, read_result
 from pytest_dlperf.result import TrainingResult
 from pytest_dlperf.processes.groups import kill_groups
@@ -107,6 +109,7 @@ class PacedChild:
         self._log = open(self.log_path, "wb")
         self._log.write(f"# {self.name}: {' '.join(command)}\n".encode())  # which variant this file is
         self._log.flush()
+        self._started: float | None = time.time()
         try:
             self.proc = subprocess.Popen(
                 command, env=child_environment(scenario, package=variant.package), stdin=subprocess.PIPE,
@@ -165,6 +168,7 @@ class PacedChild:
             raise self.failure("timed out", f"no result {timeout:g} s after its last round") from None
         self._reader.join(timeout=5)
         payload = read_result(self.result_path)
+        cost.child_reported(payload)
         if code == 0 and RESULT in payload:
             return TrainingResult.from_dict(payload[RESULT])
         raise self.failure(*self._exit_reason())
@@ -176,5 +180,8 @@ class PacedChild:
 
     def kill(self) -> None:
         kill_groups([self.proc], grace=1.0)
+        if self._started is not None:  # once, however often it is killed
+            cost.child_ran(self._started, time.time())
+            self._started = None
         self._reader.join(timeout=2)
         self._log.close()

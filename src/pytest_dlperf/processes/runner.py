@@ -14,10 +14,11 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from pytest_dlperf import instructions
+from pytest_dlperf import cost, instructions
 from pytest_dlperf.child.environment import hardware_key
 from pytest_dlperf.lifeline import parent_environment
 from pytest_dlperf.processes.groups import kill_groups
@@ -107,6 +108,7 @@ def run_child(
     on_output: Callable[[str], None] | None = None,
 ) -> int:
     """Run ``command`` in its own session; return its exit code or raise ScenarioFailed on timeout."""
+    started = time.time()
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             list(command), env=dict(env), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -125,6 +127,7 @@ def run_child(
                              tail(log_path)) from None
     finally:
         kill_groups([proc], grace=1.0)  # leftovers: loader workers, ranks, servers
+        cost.child_ran(started, time.time())
         stop.set()
         if watcher is not None:
             watcher.join(timeout=2)
@@ -180,6 +183,7 @@ def run_scenario(
 def child_result(result_path: Path, code: int, label: str, log_path: Path) -> dict:
     """What a finished child wrote as its result; its error, crash or silence as a :class:`ScenarioFailed`."""
     payload = read_result(result_path)
+    cost.child_reported(payload)
     if RESULT in payload and code == 0:
         return payload[RESULT]
     if ERROR in payload:

@@ -29,13 +29,14 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from pytest_dlperf.child import phases
 from pytest_dlperf.child.datasets import (FRAMEWORK_FORMATS, DatasetError, ImageSetSpec, read_spec, recordio_paths,
                                           tfrecord_path)
 from pytest_dlperf.child.environment import hardware_key, host_record
 from pytest_dlperf.child.measure import StdinPacer, measure, pace_rounds
 from pytest_dlperf.child.train import failure_reason, progress
 from pytest_dlperf.lifeline import die_with_parent
-from pytest_dlperf.protocol import ERROR, EXIT_ERROR, PACED_FLAG, RESULT, write_result
+from pytest_dlperf.protocol import ERROR, EXIT_ERROR, PACED_FLAG, PHASES, RESULT, write_result
 from pytest_dlperf.result import HIGHER, Metric, TrainingResult, metric_from
 from pytest_dlperf.scenario import Scenario, ScenarioError
 
@@ -251,6 +252,7 @@ def measure_loader(scenario: Scenario, progress: Callable[[str], None] | None = 
     """Images/s of the loader alone, warm-up excluded, in rounds: in this process."""
     environment = host_record()  # before the framework starts and may pin this thread (see train.run)
     environment["hardware_key"] = hardware_key(scenario.device)
+    phases.enter(phases.IMPORT_BUILD)  # the loader imports its framework as it is built
     check_data(scenario)
     loop = LoaderLoop(scenario)
     metrics, _, details = measure(loop, scenario, progress)
@@ -278,5 +280,5 @@ def main(argv: list[str]) -> int:
         traceback.print_exc()
         payload = {ERROR: {"reason": failure_reason(exc), "type": type(exc).__name__, "message": str(exc)}}
         code = EXIT_ERROR
-    write_result(result_path, payload)
+    write_result(result_path, {**payload, PHASES: phases.PROCESS.report()})
     return code
