@@ -644,3 +644,25 @@ def test_summary_opens_with_the_verdict_line_and_counts_each_figure_once(tmp_pat
     assert "**80 metrics**" in out  # torch.xml and torch-merged.xml hold the same 40: counted once
     assert "amp_vs_fp32 speedup 1.5x [1.41, 1.62], ok" in out
     assert "⚠️cannot detect" in out
+
+
+# --- the brief (issue 47) -------------------------------------------------------------------
+
+def test_summary_brief_is_the_verdict_with_a_link(tmp_path, capsys):
+    report = write_report(tmp_path / "torch.xml", [amp_case(fp32=90.0, verdicts=("regression", "ok"),
+                                                  failure="regression: fp32 throughput 90 ...")])
+    code, full, err = run(capsys, "summary", str(report))
+    assert code == 0, err
+    code, out, err = run(capsys, "summary", "--brief", str(report), "--link", "https://ci.example/runs/7")
+    assert code == 0, err
+    assert out.splitlines()[:3] == full.splitlines()[:3] and out.splitlines()[2].startswith("**FAILED: 1 regression")
+    assert "| fp32 | throughput | 90 img/s | 100 img/s | -10.0% |" in out
+    assert out.endswith("Full report: https://ci.example/runs/7\n") and "### `" not in out  # no per-test tables
+
+
+def test_summary_link_without_brief_is_a_usage_error(tmp_path, capsys):
+    report = write_report(tmp_path / "r.xml", [amp_case()])
+    code, _, err = run(capsys, "summary", str(report), "--link", "https://ci.example/runs/7")
+    assert code == 2 and err == ("dlperf summary: error: --link goes with --brief (the full summary is the report it "
+                                 "links to): dlperf summary --brief REPORT.xml --link URL\n")
+

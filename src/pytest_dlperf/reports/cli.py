@@ -2,6 +2,7 @@
 
     dlperf merge OUT.xml IN.xml [IN.xml ...]
     dlperf summary REPORT.xml [...] [--output FILE]      Markdown, e.g. >> $GITHUB_STEP_SUMMARY
+                   [--brief [--link URL]]               the verdict only, short enough for a PR comment
     dlperf compare OLD.xml NEW.xml [--threshold 0.05]    exit 1 when a metric got worse (the tests' rule)
     dlperf plot REPORT.xml [...] --out DIR               PNG charts (needs matplotlib)
     dlperf html REPORT.xml|RUNDIR [...] --out DIR        one self-contained page, with history over runs
@@ -9,7 +10,8 @@
     dlperf history REPORT.xml|DIR|BASELINE.json [...]    each figure's change points over runs
 
 This module parses the arguments and writes the output; each command's work is in a module of its own:
-:mod:`.junit` (merge), :mod:`.summary`, :mod:`.compare`, :mod:`.plots`, :mod:`.html_report`, :mod:`.history`.
+:mod:`.junit` (merge), :mod:`.summary` and :mod:`.brief`, :mod:`.compare`, :mod:`.plots`, :mod:`.html_report`,
+:mod:`.history`.
 
 Exit codes: 0 fine, 1 ``compare`` found a metric worse than the tolerance, 2 bad input.
 """
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import Callable, Sequence, TextIO
 
 from pytest_dlperf.reports import history
+from pytest_dlperf.reports.brief import brief_markdown
 from pytest_dlperf.reports.changepoints import MAX_PVALUE
 from pytest_dlperf.reports.combine import all_skipped, skipped_note
 from pytest_dlperf.reports.compare import compare
@@ -64,13 +67,20 @@ def cmd_merge(args: argparse.Namespace, out: TextIO) -> int:
 # --- summary -------------------------------------------------------------------------------------
 
 def cmd_summary(args: argparse.Namespace, out: TextIO) -> int:
+    if args.link is not None and not args.brief:
+        raise ReportError("--link goes with --brief (the full summary is the report it links to): "
+                          "dlperf summary --brief REPORT.xml --link URL")
     reports = list(args.reports)
     absent = [r for r in reports if args.skip_missing and not os.path.exists(r)]
     reports = [r for r in reports if r not in absent]
     if not reports:
         raise ReportError(f"none of the reports exist: {', '.join(absent)}")
-    text = summary_markdown(read_reports(reports))
-    if absent:
+    tests = read_reports(reports)
+    if args.brief:
+        text = brief_markdown(tests, link=args.link or None, not_run=absent)
+    else:
+        text = summary_markdown(tests)
+    if absent and not args.brief:
         text += "\nNot run (no report): " + ", ".join(f"`{os.path.basename(r)}`" for r in absent) + "\n"
     if args.output:
         with open(args.output, "a", encoding="utf-8") as fh:
@@ -174,6 +184,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_merge)
 
     p = _reading(sub, "summary", "Markdown summary (for $GITHUB_STEP_SUMMARY)", cmd_summary, "REPORT.xml")
+    p.add_argument("--brief", action="store_true", help="only the verdict, the failures, the regressions and the "
+                   "A/B ratios, within 60,000 characters: a pull request's comment")
+    p.add_argument("--link", metavar="URL", help="with --brief: end with a link to the full report (e.g. the "
+                   "workflow run's page); an empty URL is left out")
     p.add_argument("--output", "-o", metavar="FILE", help="append to FILE instead of printing")
     p.add_argument("--skip-missing", action="store_true",
                    help="list reports that do not exist as not run instead of failing")
