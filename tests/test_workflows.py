@@ -206,3 +206,24 @@ def test_ab_runs_pull_requests_of_this_repository_only_against_their_base():
     assert uses(wf, "actions/checkout")[0]["with"]["fetch-depth"] == 0
     text = run_text(wf)
     assert '--dlperf-reference-rev="origin/$BASE"' in text and "GITHUB_STEP_SUMMARY" in text
+
+
+def test_ab_posts_its_brief_as_one_comment_updated_in_place_with_the_only_write_permission():
+    """The verdict where reviewers look: ``dlperf summary --brief`` fits a comment; the sticky action edits the
+    one comment it made; only this job (never a fork's, by the guard) may write to the pull request."""
+    wf = load("ab.yml")
+    (job,) = wf["jobs"].values()
+    assert job["if"] == FORK_GUARD
+    assert wf["permissions"] == {"contents": "read"}
+    assert job["permissions"] == {"contents": "read", "pull-requests": "write"}
+    names = [step.get("name", step.get("uses", "")) for step in job["steps"]]
+    runs = {step.get("id"): step for step in job["steps"]}
+    brief = runs["brief"]
+    assert 'dlperf summary --brief reports/ab.xml --link "$RUN_URL" > brief.md' in brief["run"]
+    assert brief["env"]["RUN_URL"].endswith("/actions/runs/${{ github.run_id }}")
+    (post,) = uses(wf, "marocchino/sticky-pull-request-comment")
+    assert post["uses"].endswith("@v2") and post["with"]["path"] == "brief.md"
+    assert "steps.brief.outcome == 'success'" in post["if"]
+    ab = next(i for i, name in enumerate(names) if "A/B the pull request" in name)
+    assert ab < job["steps"].index(brief) < job["steps"].index(post)
+    assert "dlperf summary reports/ab.xml >> \"$GITHUB_STEP_SUMMARY\"" in run_text(wf)  # the job summary stays
