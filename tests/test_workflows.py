@@ -7,6 +7,8 @@ never reach a self-hosted runner); baselines are refreshed only by hand, through
 
 from __future__ import annotations
 
+import configparser
+import importlib.util
 import shutil
 import subprocess
 import sys
@@ -227,3 +229,77 @@ def test_ab_posts_its_brief_as_one_comment_updated_in_place_with_the_only_write_
     ab = next(i for i, name in enumerate(names) if "A/B the pull request" in name)
     assert ab < job["steps"].index(brief) < job["steps"].index(post)
     assert "dlperf summary reports/ab.xml >> \"$GITHUB_STEP_SUMMARY\"" in run_text(wf)  # the job summary stays
+
+
+# --- tox.ini and .ci/ (issue 47) -----------------------------------------------------------------
+
+def tox_ini() -> configparser.ConfigParser:
+    ini = configparser.ConfigParser(interpolation=None)
+    ini.read(ROOT / "tox.ini", encoding="utf-8")
+    return ini
+
+
+def ci_script(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, ROOT / ".ci" / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_isa_capped_reruns_receive_the_arguments_given_after_the_double_dash():
+    """``tox -e perf-torch -- -m gpu --update-baselines``: the rerun gets them too, through the script that
+    ANDs its own -m with theirs (pytest keeps only the last -m)."""
+    ini = tox_ini()
+    assert "pytest" not in ini["isa_capped"]["run"] and ".ci{/}isa_capped.py" in ini["isa_capped"]["run"]
+    reruns = {env: line for env in ini.sections() for line in ini[env].get("commands", "").splitlines()
+              if "{[isa_capped]run}" in line}
+    assert set(reruns) == {"testenv:perf-torch", "testenv:perf-torch-slow", "testenv:perf-tf", "testenv:perf-mxnet",
+                           "testenv:perf-{tf,mxnet}-slow"}
+    for env, line in reruns.items():
+        assert line.rstrip().endswith(" -- {posargs}"), f"{env}: the ISA-capped rerun does not get the posargs"
+        assert "--marker " in line and " -m " not in line, env
+
+
+def last(cmd: list[str], option: str) -> str:
+    """The value of ``option``'s last occurrence: the one pytest keeps."""
+    return cmd[len(cmd) - cmd[::-1].index(option)]
+
+
+def test_the_isa_capped_rerun_ands_the_given_selection_and_keeps_its_own_report():
+    script = ci_script("isa_capped")
+    gpu = script.command("not gpu and not slow", "reports/capped.xml",
+                         ["-m", "gpu", "--dlperf-require-baselines", "--junitxml=reports/gpu.xml"])
+    assert last(gpu, "-m") == "(gpu) and (not gpu and not slow)"
+    assert last(gpu, "-k") == "cpu_precisions and amp_bf16"
+    assert "--dlperf-require-baselines" in gpu and gpu[-1] == "--junitxml=reports/capped.xml"
+    assert not any("gpu.xml" in arg for arg in gpu)
+    update = script.command("slow and not gpu", "c.xml", ["--update-baselines", "-kresnet", "--junitxml", "x.xml"])
+    assert "--update-baselines" in update and "x.xml" not in update
+    assert last(update, "-m") == "slow and not gpu"
+    assert last(update, "-k") == "(resnet) and (cpu_precisions and amp_bf16)"
+
+
+CAPPED_TEST = """
+import os
+import pytest
+
+@pytest.mark.gpu
+def test_cpu_precisions_amp_bf16_gpu():
+    pass
+
+def test_cpu_precisions_amp_bf16():
+    assert os.environ["ONEDNN_MAX_CPU_ISA"] == "AVX512_CORE"
+"""
+
+
+def test_the_isa_capped_rerun_runs_the_cpu_test_capped_and_nothing_under_minus_m_gpu(pytester, monkeypatch):
+    script = ci_script("isa_capped")
+    pytester.mkdir("perf_tests").joinpath("test_cpu_precisions.py").write_text(CAPPED_TEST, encoding="utf-8")
+    pytester.makeini("[pytest]\nmarkers =\n    gpu: needs a GPU\n    slow: slow\n")
+    monkeypatch.chdir(pytester.path)
+    own = ["--marker", "not gpu and not slow", "--junitxml", "capped.xml", "--"]
+    assert script.main([*own, "-p", "no:dlperf"]) == 0
+    assert 'tests="1"' in (pytester.path / "capped.xml").read_text(encoding="utf-8")
+    assert script.main([*own, "-p", "no:dlperf", "-m", "gpu", "--junitxml=gpu.xml"]) == 0  # selects nothing
+    assert not (pytester.path / "gpu.xml").exists()
