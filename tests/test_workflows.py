@@ -164,8 +164,7 @@ def test_update_baselines_is_manual_and_opens_a_pull_request_with_least_privileg
     assert runner["type"] == "choice" and set(runner["options"]) == {"cpu", "gpu"}
     assert "--update-baselines" in run_text(wf)
     assert wf["permissions"] == {"contents": "write", "pull-requests": "write"}
-    (pr,) = uses(wf, "peter-evans/create-pull-request")
-    assert pr["with"]["add-paths"].startswith("baselines/")
+    assert "git add -- baselines/*.json" in run_text(wf)
     (job,) = wf["jobs"].values()
     assert "self-hosted" in job["runs-on"] and "ubuntu-latest" in job["runs-on"]
 
@@ -336,3 +335,65 @@ def test_ci_run_installs_each_tool_group_alone_so_a_missing_chromium_stops_only_
     (warning,) = proc.stdout.splitlines()
     assert warning.startswith("warning: could not install chromium;")
     assert calls[-1] == "tox -m ci"
+
+
+def step_named(workflow: dict[str, Any], start: str) -> dict[str, Any]:
+    (step,) = [s for s in steps(workflow) if s.get("name", "").startswith(start)]
+    return step
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, timeout=60).stdout
+
+
+@pytest.mark.skipif(shutil.which("git") is None or shutil.which("bash") is None, reason="needs git and bash")
+def test_update_baselines_adds_each_dispatch_s_recording_to_the_open_pull_request_s_branch(tmp_path):
+    """Three dispatches on one machine type give three recorded runs on one branch, each pushed without
+    force; once that pull request is closed, the next dispatch starts the branch afresh from the base."""
+    wf = load("update-baselines.yml")
+    (job,) = wf["jobs"].values()
+    assert job["env"]["BRANCH"] == "dlperf/update-baselines-${{ inputs.runner }}"
+    assert not uses(wf, "peter-evans/create-pull-request"), "it resets the branch to the base and force-pushes"
+    start = step_named(wf, "Record on the open pull request's branch")
+    commit = step_named(wf, "Commit the changed baselines")
+    names = [s.get("name", "") for s in job["steps"]]
+    assert names.index(start["name"]) < names.index("Record the baselines") < names.index(commit["name"])
+    assert not any(flag in run_text(wf) for flag in ("push --force", "push -f", "--force-with-lease", ":+"))
+
+    origin = tmp_path / "origin.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
+    seed = tmp_path / "seed"
+    git(tmp_path, "clone", "-q", str(origin), str(seed))
+    (seed / "baselines").mkdir()
+    (seed / "baselines" / "cpu.json").write_text("main\n", encoding="utf-8")
+    git(seed, "add", ".")
+    git(seed, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start")
+    git(seed, "push", "-q", "origin", "HEAD:main")
+    branch = "dlperf/update-baselines-cpu"
+
+    def dispatch(n: int, open_pr: str) -> str:
+        work = tmp_path / f"run{n}"
+        git(tmp_path, "clone", "-q", str(origin), str(work))
+        output = tmp_path / f"output{n}"
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "BRANCH": branch, "BASE": "main", "OPEN_PR": open_pr,
+               "RUNNER_KIND": "cpu", "RUN_ID": str(n), "GITHUB_OUTPUT": str(output)}
+        for script in (start["run"], None, commit["run"]):
+            if script is None:  # the recording: one more run in the baselines file
+                with open(work / "baselines" / "cpu.json", "a", encoding="utf-8") as fh:
+                    fh.write(f"run {n}\n")
+                continue
+            proc = subprocess.run(["bash", "-e", "-c", script], cwd=work, env=env, capture_output=True, text=True,
+                                  timeout=60)
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "pushed=true" in output.read_text(encoding="utf-8")
+        return git(seed, "--git-dir", str(origin), "show", f"{branch}:baselines/cpu.json")
+
+    assert dispatch(1, open_pr="") == "main\nrun 1\n"
+    assert dispatch(2, open_pr="12") == "main\nrun 1\nrun 2\n"
+    (seed / "code.py").write_text("x = 2\n", encoding="utf-8")  # the base moves on: run 3 records its code
+    git(seed, "add", ".")
+    git(seed, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "change the code")
+    git(seed, "push", "-q", "origin", "HEAD:main")
+    assert dispatch(3, open_pr="12") == "main\nrun 1\nrun 2\nrun 3\n"
+    assert git(seed, "--git-dir", str(origin), "show", f"{branch}:code.py") == "x = 2\n"
+    assert dispatch(4, open_pr="") == "main\nrun 4\n"  # pull request 12 was merged or closed
