@@ -397,3 +397,16 @@ def test_update_baselines_adds_each_dispatch_s_recording_to_the_open_pull_reques
     assert dispatch(3, open_pr="12") == "main\nrun 1\nrun 2\nrun 3\n"
     assert git(seed, "--git-dir", str(origin), "show", f"{branch}:code.py") == "x = 2\n"
     assert dispatch(4, open_pr="") == "main\nrun 4\n"  # pull request 12 was merged or closed
+
+
+def test_per_push_ci_installs_the_cuda_build_of_torch_once():
+    """tox -m ci installs torch twice: tox's torch environment keeps PyPI's build, the one the stored CPU
+    baselines were recorded with and the GPU runner needs (tox.ini is shared); the example's fresh venv,
+    which only uses the CPU, takes the CPU build. Valgrind comes from apt for the counted lane."""
+    cpu = load("cpu.yml")
+    assert "sudo apt-get install -y -qq valgrind" in run_text(cpu)
+    assert "download.pytorch.org" not in (WORKFLOWS / "cpu.yml").read_text(encoding="utf-8")
+    assert "download.pytorch.org" not in (ROOT / "tox.ini").read_text(encoding="utf-8")
+    example = (ROOT / "examples" / "run_as_new_user.sh").read_text(encoding="utf-8")
+    install = example[example.index('-m pip install -q --extra-index-url'):example.index('"${WHEEL}[torch]"')]
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in install and '"torch==2.14.1"' in install
