@@ -644,3 +644,61 @@ def test_summary_opens_with_the_verdict_line_and_counts_each_figure_once(tmp_pat
     assert "**80 metrics**" in out  # torch.xml and torch-merged.xml hold the same 40: counted once
     assert "amp_vs_fp32 speedup 1.5x [1.41, 1.62], ok" in out
     assert "⚠️cannot detect" in out
+
+
+# --- the brief, folders, merge --force, --version (issue 47) -----------------------------------
+
+def test_summary_brief_of_a_folder_is_the_verdict_with_a_link(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    write_report(run_dir / "torch.xml", [amp_case(fp32=90.0, verdicts=("regression", "ok"),
+                                                  failure="regression: fp32 throughput 90 ...")])
+    code, full, err = run(capsys, "summary", str(run_dir))
+    assert code == 0, err
+    code, out, err = run(capsys, "summary", "--brief", str(run_dir), "--link", "https://ci.example/runs/7")
+    assert code == 0, err
+    assert out.splitlines()[:3] == full.splitlines()[:3] and out.splitlines()[2].startswith("**FAILED: 1 regression")
+    assert "| fp32 | throughput | 90 img/s | 100 img/s | -10.0% |" in out
+    assert out.endswith("Full report: https://ci.example/runs/7\n") and "### `" not in out  # no per-test tables
+
+
+def test_summary_link_without_brief_is_a_usage_error(tmp_path, capsys):
+    report = write_report(tmp_path / "r.xml", [amp_case()])
+    code, _, err = run(capsys, "summary", str(report), "--link", "https://ci.example/runs/7")
+    assert code == 2 and err == ("dlperf summary: error: --link goes with --brief (the full summary is the report it "
+                                 "links to): dlperf summary --brief REPORT.xml --link URL\n")
+
+
+def test_merge_refuses_to_overwrite_an_existing_output_unless_forced(tmp_path, capsys):
+    a = write_report(tmp_path / "a.xml", [amp_case()])
+    out = tmp_path / "merged.xml"
+    out.write_text("keep me", encoding="utf-8")
+    code, _, err = run(capsys, "merge", str(out), str(a))
+    assert code == 2 and out.read_text(encoding="utf-8") == "keep me"
+    assert err == (f"dlperf merge: error: {out}: exists, and merging would overwrite it; give --force to replace it, "
+                   "or write the merged report to a new file\n")
+    code, _, err = run(capsys, "merge", "--force", str(out), str(a))
+    assert code == 0 and read_reports([out])[0].metrics
+
+
+def test_plot_and_compare_history_accept_folders(tmp_path, capsys):
+    pytest.importorskip("matplotlib", reason="dlperf plot needs matplotlib")
+    runs = tmp_path / "runs"
+    for i, fp32 in enumerate((99.0, 101.0)):
+        (runs / str(i)).mkdir(parents=True)
+        write_report(runs / str(i) / "torch.xml", [amp_case(fp32=fp32)])
+    code, out, err = run(capsys, "plot", str(runs / "0"), "--out", str(tmp_path / "plots"))
+    assert code == 0 and "deltas-test_fake.png" in out, err
+    old, new = runs / "0" / "torch.xml", runs / "1" / "torch.xml"
+    code, by_folder, err = run(capsys, "compare", str(old), str(new), "--history", str(runs))
+    assert code == 0, err
+    _, by_file, _ = run(capsys, "compare", str(old), str(new), "--history", str(old), str(new))
+    assert by_folder == by_file
+
+
+def test_version_is_the_package_s(capsys):
+    from pytest_dlperf import __version__
+
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out == f"dlperf {__version__}\n"

@@ -7,6 +7,8 @@ never reach a self-hosted runner); baselines are refreshed only by hand, through
 
 from __future__ import annotations
 
+import configparser
+import importlib.util
 import shutil
 import subprocess
 import sys
@@ -162,8 +164,7 @@ def test_update_baselines_is_manual_and_opens_a_pull_request_with_least_privileg
     assert runner["type"] == "choice" and set(runner["options"]) == {"cpu", "gpu"}
     assert "--update-baselines" in run_text(wf)
     assert wf["permissions"] == {"contents": "write", "pull-requests": "write"}
-    (pr,) = uses(wf, "peter-evans/create-pull-request")
-    assert pr["with"]["add-paths"].startswith("baselines/")
+    assert "git add -- baselines/*.json" in run_text(wf)
     (job,) = wf["jobs"].values()
     assert "self-hosted" in job["runs-on"] and "ubuntu-latest" in job["runs-on"]
 
@@ -206,3 +207,206 @@ def test_ab_runs_pull_requests_of_this_repository_only_against_their_base():
     assert uses(wf, "actions/checkout")[0]["with"]["fetch-depth"] == 0
     text = run_text(wf)
     assert '--dlperf-reference-rev="origin/$BASE"' in text and "GITHUB_STEP_SUMMARY" in text
+
+
+def test_ab_posts_its_brief_as_one_comment_updated_in_place_with_the_only_write_permission():
+    """The verdict where reviewers look: ``dlperf summary --brief`` fits a comment; the sticky action edits the
+    one comment it made; only this job (never a fork's, by the guard) may write to the pull request."""
+    wf = load("ab.yml")
+    (job,) = wf["jobs"].values()
+    assert job["if"] == FORK_GUARD
+    assert wf["permissions"] == {"contents": "read"}
+    assert job["permissions"] == {"contents": "read", "pull-requests": "write"}
+    names = [step.get("name", step.get("uses", "")) for step in job["steps"]]
+    runs = {step.get("id"): step for step in job["steps"]}
+    brief = runs["brief"]
+    assert 'dlperf summary --brief reports/ab.xml --link "$RUN_URL" > brief.md' in brief["run"]
+    assert brief["env"]["RUN_URL"].endswith("/actions/runs/${{ github.run_id }}")
+    (post,) = uses(wf, "marocchino/sticky-pull-request-comment")
+    assert post["uses"].endswith("@v2") and post["with"]["path"] == "brief.md"
+    assert "steps.brief.outcome == 'success'" in post["if"]
+    ab = next(i for i, name in enumerate(names) if "A/B the pull request" in name)
+    assert ab < job["steps"].index(brief) < job["steps"].index(post)
+    assert "dlperf summary reports/ab.xml >> \"$GITHUB_STEP_SUMMARY\"" in run_text(wf)  # the job summary stays
+
+
+# --- tox.ini and .ci/ (issue 47) -----------------------------------------------------------------
+
+def tox_ini() -> configparser.ConfigParser:
+    ini = configparser.ConfigParser(interpolation=None)
+    ini.read(ROOT / "tox.ini", encoding="utf-8")
+    return ini
+
+
+def ci_script(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, ROOT / ".ci" / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_isa_capped_reruns_receive_the_arguments_given_after_the_double_dash():
+    """``tox -e perf-torch -- -m gpu --update-baselines``: the rerun gets them too, through the script that
+    ANDs its own -m with theirs (pytest keeps only the last -m)."""
+    ini = tox_ini()
+    assert "pytest" not in ini["isa_capped"]["run"] and ".ci{/}isa_capped.py" in ini["isa_capped"]["run"]
+    reruns = {env: line for env in ini.sections() for line in ini[env].get("commands", "").splitlines()
+              if "{[isa_capped]run}" in line}
+    assert set(reruns) == {"testenv:perf-torch", "testenv:perf-torch-slow", "testenv:perf-tf", "testenv:perf-mxnet",
+                           "testenv:perf-{tf,mxnet}-slow"}
+    for env, line in reruns.items():
+        assert line.rstrip().endswith(" -- {posargs}"), f"{env}: the ISA-capped rerun does not get the posargs"
+        assert "--marker " in line and " -m " not in line, env
+
+
+def last(cmd: list[str], option: str) -> str:
+    """The value of ``option``'s last occurrence: the one pytest keeps."""
+    return cmd[len(cmd) - cmd[::-1].index(option)]
+
+
+def test_the_isa_capped_rerun_ands_the_given_selection_and_keeps_its_own_report():
+    script = ci_script("isa_capped")
+    gpu = script.command("not gpu and not slow", "reports/capped.xml",
+                         ["-m", "gpu", "--dlperf-require-baselines", "--junitxml=reports/gpu.xml"])
+    assert last(gpu, "-m") == "(gpu) and (not gpu and not slow)"
+    assert last(gpu, "-k") == "cpu_precisions and amp_bf16"
+    assert "--dlperf-require-baselines" in gpu and gpu[-1] == "--junitxml=reports/capped.xml"
+    assert not any("gpu.xml" in arg for arg in gpu)
+    update = script.command("slow and not gpu", "c.xml", ["--update-baselines", "-kresnet", "--junitxml", "x.xml"])
+    assert "--update-baselines" in update and "x.xml" not in update
+    assert last(update, "-m") == "slow and not gpu"
+    assert last(update, "-k") == "(resnet) and (cpu_precisions and amp_bf16)"
+
+
+CAPPED_TEST = """
+import os
+import pytest
+
+@pytest.mark.gpu
+def test_cpu_precisions_amp_bf16_gpu():
+    pass
+
+def test_cpu_precisions_amp_bf16():
+    assert os.environ["ONEDNN_MAX_CPU_ISA"] == "AVX512_CORE"
+"""
+
+
+def test_the_isa_capped_rerun_runs_the_cpu_test_capped_and_nothing_under_minus_m_gpu(pytester, monkeypatch):
+    script = ci_script("isa_capped")
+    pytester.mkdir("perf_tests").joinpath("test_cpu_precisions.py").write_text(CAPPED_TEST, encoding="utf-8")
+    pytester.makeini("[pytest]\nmarkers =\n    gpu: needs a GPU\n    slow: slow\n")
+    monkeypatch.chdir(pytester.path)
+    own = ["--marker", "not gpu and not slow", "--junitxml", "capped.xml", "--"]
+    assert script.main([*own, "-p", "no:dlperf"]) == 0
+    assert 'tests="1"' in (pytester.path / "capped.xml").read_text(encoding="utf-8")
+    assert script.main([*own, "-p", "no:dlperf", "-m", "gpu", "--junitxml=gpu.xml"]) == 0  # selects nothing
+    assert not (pytester.path / "gpu.xml").exists()
+
+
+def fake_tool(folder: Path, name: str, script: str) -> None:
+    tool = folder / name
+    tool.write_text("#!/usr/bin/env bash\n" + script, encoding="utf-8")
+    tool.chmod(0o755)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_ci_run_installs_each_tool_group_alone_so_a_missing_chromium_stops_only_itself(tmp_path):
+    """Ubuntu has no apt package named chromium: valgrind, g++ and the engines still install, one warning names
+    chromium, and the README's command runs."""
+    text = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    lines = [line for line in text.splitlines() if "chromium" in line and not line.lstrip().startswith("#")]
+    assert lines and not any("valgrind" in line or "g++" in line for line in lines)
+    (tmp_path / ".ci").mkdir()
+    (tmp_path / ".ci" / "run").write_text(text, encoding="utf-8")
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    log = tmp_path / "log"
+    fake_tool(bin_, "id", "echo 0\n")
+    fake_tool(bin_, "apt-get", f'echo "apt-get $*" >> {log}\ncase " $* " in *" chromium "*) exit 100;; esac\n')
+    fake_tool(bin_, "python3", f'echo "python3 $*" >> {log}\n')
+    fake_tool(bin_, "tox", f'echo "tox $*" >> {log}\n')
+    proc = subprocess.run(["bash", str(tmp_path / ".ci" / "run")], capture_output=True, text=True, timeout=60,
+                          env={"PATH": f"{bin_}:/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    calls = log.read_text(encoding="utf-8").splitlines()
+    installed = " ".join(c for c in calls if c.startswith("apt-get install") and " chromium" not in c)
+    assert all(name in installed for name in ("valgrind", "g++", "git", "openmpi-bin", "slurm-wlm"))
+    (warning,) = proc.stdout.splitlines()
+    assert warning.startswith("warning: could not install chromium;")
+    assert calls[-1] == "tox -m ci"
+
+
+def step_named(workflow: dict[str, Any], start: str) -> dict[str, Any]:
+    (step,) = [s for s in steps(workflow) if s.get("name", "").startswith(start)]
+    return step
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, timeout=60).stdout
+
+
+@pytest.mark.skipif(shutil.which("git") is None or shutil.which("bash") is None, reason="needs git and bash")
+def test_update_baselines_adds_each_dispatch_s_recording_to_the_open_pull_request_s_branch(tmp_path):
+    """Three dispatches on one machine type give three recorded runs on one branch, each pushed without
+    force; once that pull request is closed, the next dispatch starts the branch afresh from the base."""
+    wf = load("update-baselines.yml")
+    (job,) = wf["jobs"].values()
+    assert job["env"]["BRANCH"] == "dlperf/update-baselines-${{ inputs.runner }}"
+    assert not uses(wf, "peter-evans/create-pull-request"), "it resets the branch to the base and force-pushes"
+    start = step_named(wf, "Record on the open pull request's branch")
+    commit = step_named(wf, "Commit the changed baselines")
+    names = [s.get("name", "") for s in job["steps"]]
+    assert names.index(start["name"]) < names.index("Record the baselines") < names.index(commit["name"])
+    assert not any(flag in run_text(wf) for flag in ("push --force", "push -f", "--force-with-lease", ":+"))
+
+    origin = tmp_path / "origin.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
+    seed = tmp_path / "seed"
+    git(tmp_path, "clone", "-q", str(origin), str(seed))
+    (seed / "baselines").mkdir()
+    (seed / "baselines" / "cpu.json").write_text("main\n", encoding="utf-8")
+    git(seed, "add", ".")
+    git(seed, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start")
+    git(seed, "push", "-q", "origin", "HEAD:main")
+    branch = "dlperf/update-baselines-cpu"
+
+    def dispatch(n: int, open_pr: str) -> str:
+        work = tmp_path / f"run{n}"
+        git(tmp_path, "clone", "-q", str(origin), str(work))
+        output = tmp_path / f"output{n}"
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "BRANCH": branch, "BASE": "main", "OPEN_PR": open_pr,
+               "RUNNER_KIND": "cpu", "RUN_ID": str(n), "GITHUB_OUTPUT": str(output)}
+        for script in (start["run"], None, commit["run"]):
+            if script is None:  # the recording: one more run in the baselines file
+                with open(work / "baselines" / "cpu.json", "a", encoding="utf-8") as fh:
+                    fh.write(f"run {n}\n")
+                continue
+            proc = subprocess.run(["bash", "-e", "-c", script], cwd=work, env=env, capture_output=True, text=True,
+                                  timeout=60)
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "pushed=true" in output.read_text(encoding="utf-8")
+        return git(seed, "--git-dir", str(origin), "show", f"{branch}:baselines/cpu.json")
+
+    assert dispatch(1, open_pr="") == "main\nrun 1\n"
+    assert dispatch(2, open_pr="12") == "main\nrun 1\nrun 2\n"
+    (seed / "code.py").write_text("x = 2\n", encoding="utf-8")  # the base moves on: run 3 records its code
+    git(seed, "add", ".")
+    git(seed, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "change the code")
+    git(seed, "push", "-q", "origin", "HEAD:main")
+    assert dispatch(3, open_pr="12") == "main\nrun 1\nrun 2\nrun 3\n"
+    assert git(seed, "--git-dir", str(origin), "show", f"{branch}:code.py") == "x = 2\n"
+    assert dispatch(4, open_pr="") == "main\nrun 4\n"  # pull request 12 was merged or closed
+
+
+def test_per_push_ci_installs_the_cuda_build_of_torch_once():
+    """tox -m ci installs torch twice: tox's torch environment keeps PyPI's build, the one the stored CPU
+    baselines were recorded with and the GPU runner needs (tox.ini is shared); the example's fresh venv,
+    which only uses the CPU, takes the CPU build. Valgrind comes from apt for the counted lane."""
+    cpu = load("cpu.yml")
+    assert "sudo apt-get install -y -qq valgrind" in run_text(cpu)
+    assert "download.pytorch.org" not in (WORKFLOWS / "cpu.yml").read_text(encoding="utf-8")
+    assert "download.pytorch.org" not in (ROOT / "tox.ini").read_text(encoding="utf-8")
+    example = (ROOT / "examples" / "run_as_new_user.sh").read_text(encoding="utf-8")
+    install = example[example.index('-m pip install -q --extra-index-url'):example.index('"${WHEEL}[torch]"')]
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in install and '"torch==2.14.1"' in install

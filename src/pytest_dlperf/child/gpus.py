@@ -8,6 +8,7 @@ import functools
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,20 +23,101 @@ class Gpu:
 
 
 def _visible(indexes: list[int]) -> list[int]:
+    """The nvidia-smi indexes CUDA_VISIBLE_DEVICES names, in its order, as CUDA reads it: an index, a GPU
+    UUID (``GPU-...``, or a unique prefix of one) or a MIG device's (``MIG-...``, ``MIG-GPU-.../gi/ci``),
+    which stands for the GPU it is a slice of; CUDA ignores every entry after one that names no device."""
     raw = os.environ.get("CUDA_VISIBLE_DEVICES")
     if raw is None:
         return indexes
     raw = raw.strip()
     if raw in ("", "-1", "none", "NoDevFiles"):
         return []
+    uuids: dict[str, int] | None = None
     wanted = []
-    for part in raw.split(","):
-        part = part.strip()
-        if part.isdigit() and int(part) in indexes:
-            wanted.append(int(part))
-        elif not part.isdigit():  # UUIDs: count them, trust the driver
-            wanted.append(len(wanted))
+    for part in (p.strip() for p in raw.split(",")):
+        if part.isdigit():
+            index: int | None = int(part)
+        else:
+            if uuids is None:
+                uuids = _uuids()
+            index = _by_uuid(part, uuids)
+        if index is None or index not in indexes:
+            break
+        wanted.append(index)
     return wanted
+
+
+def _by_uuid(name: str, uuids: dict[str, int]) -> int | None:
+    """The index of the GPU that ``name`` (a UUID or a unique prefix of one) names; None if none or several."""
+    if name.startswith("MIG-GPU-"):  # the MIG naming of drivers before R470: MIG-<GPU's UUID>/<gi>/<ci>
+        name = name[len("MIG-"):].split("/")[0]
+    found = {index for uuid, index in uuids.items() if uuid.startswith(name)}
+    return found.pop() if len(found) == 1 else None
+
+
+def _uuids() -> dict[str, int]:
+    """Every GPU's and MIG device's UUID and the index of its GPU: from NVML where the optional pynvml
+    (nvidia-ml-py) imports, else from ``nvidia-smi -L``; empty when neither answers."""
+    found = _uuids_from_nvml()
+    return found if found is not None else _uuids_from_nvidia_smi()
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)  # older pynvml returns bytes
+
+
+def _uuids_from_nvml() -> dict[str, int] | None:
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return None
+    try:
+        found = {}
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            gpu = pynvml.nvmlDeviceGetHandleByIndex(index)
+            found[_text(pynvml.nvmlDeviceGetUUID(gpu))] = index
+            try:
+                slots = pynvml.nvmlDeviceGetMaxMigDeviceCount(gpu)
+            except pynvml.NVMLError:  # a GPU without MIG
+                slots = 0
+            for slot in range(slots):
+                try:
+                    mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(gpu, slot)
+                except pynvml.NVMLError:  # an empty slot
+                    continue
+                found[_text(pynvml.nvmlDeviceGetUUID(mig))] = index
+        return found
+    except pynvml.NVMLError:
+        return None
+    finally:
+        pynvml.nvmlShutdown()
+
+
+#: ``GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)``, and under a GPU in MIG mode
+#: ``  MIG 1g.10gb     Device  0: (UUID: MIG-...)``.
+_LISTED = re.compile(r"^(?:GPU (?P<index>\d+):|\s+MIG\b).*\(UUID: (?P<uuid>(?:GPU|MIG)-[^)\s]+)\)")
+
+
+def _uuids_from_nvidia_smi() -> dict[str, int]:
+    if shutil.which("nvidia-smi") is None:
+        return {}
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    found: dict[str, int] = {}
+    gpu = None
+    for line in out.splitlines():
+        match = _LISTED.match(line)
+        if match and match["index"] is not None:
+            gpu = int(match["index"])
+        if match and gpu is not None:
+            found[match["uuid"]] = gpu
+    return found
 
 
 @functools.lru_cache(maxsize=1)

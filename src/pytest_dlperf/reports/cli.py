@@ -1,15 +1,18 @@
 """``dlperf``: merge, summarise, compare, plot and render as HTML the JUnit reports of pytest-dlperf runs.
 
-    dlperf merge OUT.xml IN.xml [IN.xml ...]
-    dlperf summary REPORT.xml [...] [--output FILE]      Markdown, e.g. >> $GITHUB_STEP_SUMMARY
+    dlperf merge OUT.xml IN.xml [IN.xml ...] [--force]   --force: replace an existing OUT.xml
+    dlperf summary REPORT.xml|DIR [...] [--output FILE]  Markdown, e.g. >> $GITHUB_STEP_SUMMARY
+                   [--brief [--link URL]]               the verdict only, short enough for a PR comment
     dlperf compare OLD.xml NEW.xml [--threshold 0.05]    exit 1 when a metric got worse (the tests' rule)
-    dlperf plot REPORT.xml [...] --out DIR               PNG charts (needs matplotlib)
+                   [--history REPORT.xml|DIR ...]       earlier runs: each figure's run-to-run noise
+    dlperf plot REPORT.xml|DIR [...] --out DIR           PNG charts (needs matplotlib)
     dlperf html REPORT.xml|RUNDIR [...] --out DIR        one self-contained page, with history over runs
                 [--history REPORT.xml|DIR|BASELINE.json ...]  plus change points over those runs
     dlperf history REPORT.xml|DIR|BASELINE.json [...]    each figure's change points over runs
 
 This module parses the arguments and writes the output; each command's work is in a module of its own:
-:mod:`.junit` (merge), :mod:`.summary`, :mod:`.compare`, :mod:`.plots`, :mod:`.html_report`, :mod:`.history`.
+:mod:`.junit` (merge), :mod:`.summary` and :mod:`.brief`, :mod:`.compare`, :mod:`.plots`, :mod:`.html_report`,
+:mod:`.history`.
 
 Exit codes: 0 fine, 1 ``compare`` found a metric worse than the tolerance, 2 bad input.
 """
@@ -22,12 +25,14 @@ import sys
 from pathlib import Path
 from typing import Callable, Sequence, TextIO
 
+from pytest_dlperf import __version__
 from pytest_dlperf.reports import history
+from pytest_dlperf.reports.brief import brief_markdown
 from pytest_dlperf.reports.changepoints import MAX_PVALUE
 from pytest_dlperf.reports.combine import all_skipped, skipped_note
 from pytest_dlperf.reports.compare import compare
 from pytest_dlperf.reports.html_report import write as write_html
-from pytest_dlperf.reports.junit import merge, read_reports
+from pytest_dlperf.reports.junit import expand, merge, read_reports
 from pytest_dlperf.reports.records import ReportError
 from pytest_dlperf.reports.summary import summary_markdown
 
@@ -52,6 +57,9 @@ def cmd_merge(args: argparse.Namespace, out: TextIO) -> int:
         if target.resolve() == Path(given).resolve():
             raise ReportError(f"{target}: the output is also an input, and merging would overwrite it; write "
                               "the merged report to a new file: dlperf merge OUT.xml IN.xml [IN.xml ...]")
+    if target.exists() and not args.force:
+        raise ReportError(f"{target}: exists, and merging would overwrite it; give --force to replace it, or "
+                          "write the merged report to a new file")
     merged = merge(args.inputs)
     if not target.parent.is_dir():
         raise ReportError(f"{target.parent}: no such directory to write {target.name} into")
@@ -64,13 +72,20 @@ def cmd_merge(args: argparse.Namespace, out: TextIO) -> int:
 # --- summary -------------------------------------------------------------------------------------
 
 def cmd_summary(args: argparse.Namespace, out: TextIO) -> int:
+    if args.link is not None and not args.brief:
+        raise ReportError("--link goes with --brief (the full summary is the report it links to): "
+                          "dlperf summary --brief REPORT.xml --link URL")
     reports = list(args.reports)
     absent = [r for r in reports if args.skip_missing and not os.path.exists(r)]
     reports = [r for r in reports if r not in absent]
     if not reports:
         raise ReportError(f"none of the reports exist: {', '.join(absent)}")
-    text = summary_markdown(read_reports(reports))
-    if absent:
+    tests = read_reports(expand(reports))
+    if args.brief:
+        text = brief_markdown(tests, link=args.link or None, not_run=absent)
+    else:
+        text = summary_markdown(tests)
+    if absent and not args.brief:
         text += "\nNot run (no report): " + ", ".join(f"`{os.path.basename(r)}`" for r in absent) + "\n"
     if args.output:
         with open(args.output, "a", encoding="utf-8") as fh:
@@ -83,14 +98,14 @@ def cmd_summary(args: argparse.Namespace, out: TextIO) -> int:
 # --- compare -------------------------------------------------------------------------------------
 
 def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
-    regressions = compare(args.old, args.new, args.threshold, args.history, out)
+    regressions = compare(args.old, args.new, args.threshold, [str(p) for p in expand(args.history)], out)
     return EXIT_REGRESSION if regressions else EXIT_OK
 
 
 # --- plot ----------------------------------------------------------------------------------------
 
 def cmd_plot(args: argparse.Namespace, out: TextIO) -> int:
-    tests = read_reports(args.reports)
+    tests = read_reports(expand(args.reports))
     try:
         from pytest_dlperf.reports import plots  # imports matplotlib, an optional dependency
     except ImportError as exc:
@@ -163,17 +178,27 @@ def _max_pvalue_option(p: argparse.ArgumentParser, note: str) -> None:
                    f"(default {MAX_PVALUE:g}; {note})")
 
 
+_FOLDERS = "reports, or folders of them (every *.xml under it)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dlperf", description="Merge, summarise, compare and plot the JUnit "
                                      "XML reports of pytest-dlperf runs (pytest --junitxml=FILE).")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("merge", help="merge reports from several runners into one JUnit XML file")
     p.add_argument("output", metavar="OUT.xml")
     p.add_argument("inputs", metavar="IN.xml", nargs="+")
+    p.add_argument("--force", action="store_true", help="replace OUT.xml where it exists")
     p.set_defaults(func=cmd_merge)
 
-    p = _reading(sub, "summary", "Markdown summary (for $GITHUB_STEP_SUMMARY)", cmd_summary, "REPORT.xml")
+    p = _reading(sub, "summary", "Markdown summary (for $GITHUB_STEP_SUMMARY)", cmd_summary, "REPORT.xml|DIR",
+                 _FOLDERS)
+    p.add_argument("--brief", action="store_true", help="only the verdict, the failures, the regressions and the "
+                   "A/B ratios, within 60,000 characters: a pull request's comment")
+    p.add_argument("--link", metavar="URL", help="with --brief: end with a link to the full report (e.g. the "
+                   "workflow run's page); an empty URL is left out")
     p.add_argument("--output", "-o", metavar="FILE", help="append to FILE instead of printing")
     p.add_argument("--skip-missing", action="store_true",
                    help="list reports that do not exist as not run instead of failing")
@@ -182,16 +207,17 @@ def build_parser() -> argparse.ArgumentParser:
                        "exit 1 if one got worse")
     p.add_argument("old", metavar="OLD.xml")
     p.add_argument("new", metavar="NEW.xml")
-    p.add_argument("--history", metavar="REPORT.xml", nargs="+", default=[],
-                   help="reports of earlier runs of the same tests on the same machine: each figure's values "
-                        "in them give its run-to-run noise, as the baselines' recorded runs do for the tests")
+    p.add_argument("--history", metavar="REPORT.xml|DIR", nargs="+", default=[],
+                   help="reports (or folders of them) of earlier runs of the same tests on the same machine: each "
+                        "figure's values in them give its run-to-run noise, as the baselines' recorded runs do "
+                        "for the tests")
     p.add_argument("--threshold", "--tolerance", type=_threshold, default=0.05, dest="threshold",
                    help="the tolerance, as pytest --dlperf-tolerance: a change must exceed it (widened by "
                    "the noise of the rounds, as the tests widen it) to count (default 0.05 = 5%%)")
     p.set_defaults(func=cmd_compare)
 
     p = _reading(sub, "plot", "PNG charts: throughput against baseline, speedup and scaling curves", cmd_plot,
-                 "REPORT.xml")
+                 "REPORT.xml|DIR", _FOLDERS)
     _out_option(p, "the PNG files")
 
     p = _reading(sub, "html", "one self-contained HTML page: summary, regressions first, tables, charts and, "

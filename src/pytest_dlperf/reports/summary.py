@@ -23,7 +23,7 @@ VERDICT_MARK = {"regression": "🔴 regression", "improvement": "🟢 improvemen
                 "updated": "🔵 updated", "ok": "ok", "inconclusive": "🟡 inconclusive"}
 
 
-def _md(text: str) -> str:
+def cell(text: str) -> str:
     """Table-cell safe: no pipes, no newlines."""
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -34,19 +34,47 @@ def _gate_md(m: MetricRecord) -> str:
     return (f"±{gate:.0%}" if gate is not None else "-") + "".join(f" ⚠️{x}" for x in digest.marks_of(m))
 
 
+#: The table of distinct figures: its header and rule, then one :func:`figure_row` each.
+FIGURE_HEADER = ["| test | hardware | scenario | metric | observed | baseline | change | ± gate | paired evidence |",
+                 "| --- | --- | --- | --- | ---: | ---: | ---: | --- | --- |"]
+
+
+def figure_row(m: MetricRecord, d: digest.Digest, scales: dict) -> str:
+    """One distinct figure: test whole, hardware, one unit per metric, the gate and the paired evidence
+    beside a throughput."""
+    factor, unit = scales.get((m.metric, m.unit), (1.0, m.unit))
+    paired = "<br>".join(digest.paired_text(p) for p in digest.paired_evidence(m, d.figures)) or "-"
+    return (f"| `{cell(m.test)}` | `{cell(m.hardware or '-')}` | {cell(m.label)} | {cell(m.metric)} "
+            f"| {_num(m.value / factor, unit)} "
+            f"| {_num(m.baseline / factor if m.baseline is not None else None, unit)} "
+            f"| {_pct(m.delta)} | {_gate_md(m)} | {cell(paired)} |")
+
+
 def _figure_rows_md(ms: Sequence[MetricRecord], d: digest.Digest, scales: dict) -> list[str]:
-    """The distinct figures ``ms`` as a table: test whole, hardware, one unit per metric, the gate and
-    the paired evidence beside a throughput."""
-    lines = ["| test | hardware | scenario | metric | observed | baseline | change | ± gate | paired evidence |",
-             "| --- | --- | --- | --- | ---: | ---: | ---: | --- | --- |"]
-    for m in ms:
-        factor, unit = scales.get((m.metric, m.unit), (1.0, m.unit))
-        paired = "<br>".join(digest.paired_text(p) for p in digest.paired_evidence(m, d.figures)) or "-"
-        lines.append(f"| `{_md(m.test)}` | `{_md(m.hardware or '-')}` | {_md(m.label)} | {_md(m.metric)} "
-                     f"| {_num(m.value / factor, unit)} "
-                     f"| {_num(m.baseline / factor if m.baseline is not None else None, unit)} "
-                     f"| {_pct(m.delta)} | {_gate_md(m)} | {_md(paired)} |")
-    return lines + [""]
+    return FIGURE_HEADER + [figure_row(m, d, scales) for m in ms] + [""]
+
+
+#: The A/B table: its header and rule, then one :func:`ab_row` per (test, scenario).
+AB_HEADER = ["| test | scenario | candidate/reference | 95% interval | process pairs | verdict | reference |",
+             "| --- | --- | ---: | --- | ---: | --- | --- |"]
+
+
+def ab_rows(tests: Sequence[TestRecord]) -> list[tuple[TestRecord, str, dict[str, str]]]:
+    """Every (test, scenario label, A/B fields) of an A/B run's reports."""
+    return [(t, label, fields) for t in tests for label, fields in t.ab.items()]
+
+
+def ab_row(t: TestRecord, label: str, f: dict[str, str]) -> str:
+    interval = "[" + ", ".join(f"{float(b):.3f}" for b in f.get("ab_interval", "").split()) + "]"
+    ratio = f"{float(f['ab_ratio']):.3f}x" if f.get("ab_ratio") else "-"
+    reference = f.get("reference_commit") or f.get("reference_software", "")
+    return (f"| `{cell(t.test)}` | {cell(label)} | {ratio} | {interval} | {f.get('ab_process_pairs', '-')} | "
+            f"{f.get('ab_verdict', '-')} | {cell(reference)} |")
+
+
+def headline_md(d: digest.Digest) -> str:
+    """The first thing the summary says (and the brief, and a pull request's comment): the verdict line."""
+    return f"**{cell(d.verdict_line())}**"
 
 
 def verdict_markdown(tests: Sequence[TestRecord]) -> list[str]:
@@ -54,13 +82,13 @@ def verdict_markdown(tests: Sequence[TestRecord]) -> list[str]:
     systematic shifts and the roll-up, and the inconclusive figures."""
     d = digest.digest(tests)
     scales = digest.unit_scales(d.figures)
-    lines = [f"**{_md(d.verdict_line())}**", ""]
+    lines = [headline_md(d), ""]
     if d.failures["correctness"]:
         lines += ["### Correctness failures", "",
                   "Failed tests whose message is about accuracy, the loss, NaN / non-finite values, weights or "
                   "parameter equivalence:", ""]
         lines += [f"- `{t.test}`" + (f" on `{t.hardware}`" if t.hardware else "")
-                  + f": {_md(t.message) or '(no message)'}"
+                  + f": {cell(t.message) or '(no message)'}"
                   for t in d.failures["correctness"]]
         lines.append("")
     regressions = sorted(d.by_verdict("regression"), key=lambda m: digest.better_change(m) or 0)
@@ -68,7 +96,7 @@ def verdict_markdown(tests: Sequence[TestRecord]) -> list[str]:
         lines += [f"### {count(len(regressions), 'regression')} beyond the figures' noise (each figure once)", ""]
         lines += _figure_rows_md(regressions, d, scales)
     warnings = [w for w in (g.shift() for g in d.groups) if w]
-    lines += [f"> ⚠️ {_md(w)}" for w in warnings] + ([""] if warnings else [])
+    lines += [f"> ⚠️ {cell(w)}" for w in warnings] + ([""] if warnings else [])
     if d.groups:
         lines += ["<details><summary>Roll-up by framework, metric and hardware</summary>", "",
                   f"up / down: moved beyond their tolerance that way; a warning when at least "
@@ -76,7 +104,7 @@ def verdict_markdown(tests: Sequence[TestRecord]) -> list[str]:
                   "moved the same way.",
                   "", "| framework | metric | hardware | figures | median change | up | down |",
                   "| --- | --- | --- | ---: | ---: | ---: | ---: |"]
-        lines += [f"| {_md(g.framework or '-')} | {_md(g.metric)} | `{_md(g.hardware or '-')}` | {len(g.figures)} "
+        lines += [f"| {cell(g.framework or '-')} | {cell(g.metric)} | `{cell(g.hardware or '-')}` | {len(g.figures)} "
                   f"| {_pct(g.median)} | {len(g.up)} | {len(g.down)} |" for g in d.groups]
         lines += ["", "</details>", ""]
     inconclusive = d.by_verdict("inconclusive")
@@ -105,25 +133,18 @@ def summary_markdown(tests: Sequence[TestRecord]) -> str:
                  + (f", {verdicts['inconclusive']} inconclusive" if verdicts["inconclusive"] else "")
                  + f", {verdicts['ok']} ok, {len(metrics) - sum(verdicts.values())} recorded only")
     lines.append("")
-    lines += [_md(skipped_note(f"`{source}`", reasons)) + "\n" for source, reasons in all_skipped(tests).items()]
+    lines += [cell(skipped_note(f"`{source}`", reasons)) + "\n" for source, reasons in all_skipped(tests).items()]
     correctness = {t.test for t in tests if digest.failure_kind(t) == "correctness"}
     failing = [t for t in tests if t.outcome in ("failed", "error") and t.test not in correctness]
     if failing:
         lines += ["### Failures", ""]
-        lines += [f"- `{t.test}`: {_md(t.message) or '(no message)'}" for t in failing]
+        lines += [f"- `{t.test}`: {cell(t.message) or '(no message)'}" for t in failing]
         lines.append("")
     lines += _skipped_lines(tests)
-    ab = [(t, label, fields) for t in tests for label, fields in t.ab.items()]
+    ab = ab_rows(tests)
     if ab:
-        lines += ["### A/B against the reference environment", "",
-                  "| test | scenario | candidate/reference | 95% interval | process pairs | verdict | reference |",
-                  "| --- | --- | ---: | --- | ---: | --- | --- |"]
-        for t, label, f in ab:
-            interval = "[" + ", ".join(f"{float(b):.3f}" for b in f.get("ab_interval", "").split()) + "]"
-            ratio = f"{float(f['ab_ratio']):.3f}x" if f.get("ab_ratio") else "-"
-            reference = f.get("reference_commit") or f.get("reference_software", "")
-            lines.append(f"| `{t.test}` | {_md(label)} | {ratio} | {interval} | {f.get('ab_process_pairs', '-')} | "
-                         f"{f.get('ab_verdict', '-')} | {_md(reference)} |")
+        lines += ["### A/B against the reference environment", "", *AB_HEADER]
+        lines += [ab_row(t, label, f) for t, label, f in ab]
         lines.append("")
     scales = digest.unit_scales(metrics)
     for t in unique_tests(tests):
@@ -133,7 +154,7 @@ def summary_markdown(tests: Sequence[TestRecord]) -> str:
         lines += [f"### {OUTCOME_MARK.get(t.outcome, '')} `{t.test}`{hw}", ""]
         for label in t.labels:
             if label in t.scenarios:
-                lines.append(f"- **{_md(label)}**: {_md(t.scenarios[label])}")
+                lines.append(f"- **{cell(label)}**: {cell(t.scenarios[label])}")
         if t.scenarios:
             lines.append("")
         lines += ["| scenario | metric | observed | unit | baseline | delta | verdict | ± gate | hardware |",
@@ -144,8 +165,8 @@ def summary_markdown(tests: Sequence[TestRecord]) -> str:
                                                 else f" (IQR {m.iqr / scale:.2g})" if m.iqr else "")
             verdict = VERDICT_MARK.get(m.verdict or "", m.verdict or "recorded")
             baseline = _num(m.baseline / scale) if m.baseline is not None else "-"
-            lines.append(f"| {_md(m.label)} | {_md(m.metric)} | {observed} | {_md(unit)} | {baseline} "
-                         f"| {_pct(m.delta)} | {verdict} | {_gate_md(m)} | `{_md(m.hardware or '-')}` |")
+            lines.append(f"| {cell(m.label)} | {cell(m.metric)} | {observed} | {cell(unit)} | {baseline} "
+                         f"| {_pct(m.delta)} | {verdict} | {_gate_md(m)} | `{cell(m.hardware or '-')}` |")
         lines.append("")
     if verdicts["missing"] or verdicts["improvement"]:
         lines.append("Missing baselines or improvements: record them with the *update baselines* workflow "
@@ -165,5 +186,5 @@ def _skipped_lines(tests: Sequence[TestRecord]) -> list[str]:
     if not reasons:
         return []
     return (["### Skipped", ""]
-            + [f"- {count(n, 'test')}: {_md(reason)} (`{source}`)" for (reason, source), n in reasons.most_common()]
+            + [f"- {count(n, 'test')}: {cell(reason)} (`{source}`)" for (reason, source), n in reasons.most_common()]
             + [""])

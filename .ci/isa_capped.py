@@ -1,0 +1,78 @@
+"""The ISA-capped rerun of tox's CPU perf environments: the CPU bf16 precision tests again with the
+vector ISA capped below native bf16 (docs/method.md, "The ISA-capped reruns").
+
+    python .ci/isa_capped.py --marker "not gpu and not slow" --junitxml=FILE -- [ARGS given to tox after --]
+
+The arguments given to tox after ``--`` reach this rerun as they reach the first run (``--update-baselines``
+records the capped figures too), except that pytest keeps only the last ``-m`` and ``-k``: a runner's
+``-m gpu`` would replace the rerun's own and run GPU tests under CPU caps. So the rerun's marker and
+keyword expressions are ANDed with the given ones (``-m gpu`` then selects nothing here), and the given
+``--junitxml`` is dropped (the rerun writes its own file, never over the first run's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from typing import Sequence
+
+#: oneDNN (torch and TensorFlow read ONEDNN_, MXNet's oneDNN 2 reads DNNL_) and ATen honour these.
+CAPS = {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE", "DNNL_MAX_CPU_ISA": "AVX512_CORE", "ATEN_CPU_CAPABILITY": "avx512"}
+#: fp32 runs the same AVX-512 kernels with or without the cap, so only bf16 is rerun.
+KEYWORDS = "cpu_precisions and amp_bf16"
+#: pytest's "no tests were collected": the given selection left nothing for the rerun.
+NO_TESTS = 5
+
+_OPTIONS = {"-m": "markers", "-k": "keywords", "--junitxml": "junitxml", "--junit-xml": "junitxml"}
+
+
+def split(given: Sequence[str]) -> tuple[dict[str, list[str]], list[str]]:
+    """The given ``-m``, ``-k`` and ``--junitxml`` values (each form pytest takes: ``-m X``, ``-mX``,
+    ``--junitxml X``, ``--junitxml=X``), and every other argument in order."""
+    taken: dict[str, list[str]] = {"markers": [], "keywords": [], "junitxml": []}
+    rest: list[str] = []
+    args = iter(given)
+    for arg in args:
+        name, eq, value = arg.partition("=")
+        if arg in _OPTIONS:
+            taken[_OPTIONS[arg]].append(next(args, ""))
+        elif eq and name in ("--junitxml", "--junit-xml"):
+            taken["junitxml"].append(value)
+        elif arg[:2] in ("-m", "-k") and len(arg) > 2:
+            taken[_OPTIONS[arg[:2]]].append(arg[2:])
+        else:
+            rest.append(arg)
+    return taken, rest
+
+
+def both(own: str, given: Sequence[str]) -> str:
+    return " and ".join(f"({e})" for e in (*given, own)) if given else own
+
+
+def command(marker: str, junitxml: str, given: Sequence[str]) -> list[str]:
+    """The rerun's pytest command line."""
+    taken, rest = split(given)
+    return [sys.executable, "-m", "pytest", "perf_tests", "-p", "no:cacheprovider", *rest,
+            "-m", both(marker, taken["markers"]), "-k", both(KEYWORDS, taken["keywords"]), f"--junitxml={junitxml}"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    own, given = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
+    parser = argparse.ArgumentParser(prog="isa_capped.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--marker", required=True, help="the rerun's own -m expression")
+    parser.add_argument("--junitxml", required=True, help="the rerun's own report")
+    args = parser.parse_args(own)
+    cmd = command(args.marker, args.junitxml, given)
+    print("ISA-capped rerun:", " ".join(f"{k}={v}" for k, v in CAPS.items()), *cmd[1:], flush=True)
+    code = subprocess.call(cmd, env={**os.environ, **CAPS})
+    if code == NO_TESTS:
+        print("ISA-capped rerun: the given selection leaves no CPU bf16 test to rerun")
+        return 0
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
