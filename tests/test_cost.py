@@ -3,6 +3,7 @@ line, a test's report property, and the terminal's "where the time went"."""
 
 from __future__ import annotations
 
+import io
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 from pytest_dlperf import cost
 from pytest_dlperf.processes.paired import Variant, run_paired
+from pytest_dlperf.reports import cli
 from pytest_dlperf.reports.cost import cost_markdown, costs_of
 from pytest_dlperf.scenario import Scenario
 
@@ -134,6 +136,10 @@ def test_a_measuring_test_reports_its_cost_in_junit_and_the_summary(pytester: py
     markdown = cost_markdown(costs_of([report]))
     assert markdown[:2] == ["### Where the time went", ""] and markdown[6].startswith("| `test_mine.py::test_mine` |")
     assert markdown[4].split(" | ")[:3] == ["| test", "wall s", "import"]
+    out = io.StringIO()
+    assert cli.cmd_summary(cli.build_parser().parse_args(["summary", str(report)]), out) == 0
+    summary = out.getvalue()
+    assert "### Where the time went" in summary and "| `test_mine.py::test_mine` |" in summary
     xmlschema = pytest.importorskip("xmlschema", reason="the schema check needs xmlschema (tox.ini: torch env)")
     assert [str(e.reason) for e in xmlschema.XMLSchema(str(SCHEMA)).iter_errors(str(report))] == []
 

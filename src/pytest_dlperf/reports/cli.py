@@ -31,6 +31,7 @@ from pytest_dlperf.reports.brief import brief_markdown
 from pytest_dlperf.reports.changepoints import MAX_PVALUE
 from pytest_dlperf.reports.combine import all_skipped, skipped_note
 from pytest_dlperf.reports.compare import compare
+from pytest_dlperf.reports.cost import cost_markdown, costs_of
 from pytest_dlperf.reports.html_report import write as write_html
 from pytest_dlperf.reports.junit import expand, merge, read_reports
 from pytest_dlperf.reports.records import ReportError
@@ -85,6 +86,8 @@ def cmd_summary(args: argparse.Namespace, out: TextIO) -> int:
         text = brief_markdown(tests, link=args.link or None, not_run=absent)
     else:
         text = summary_markdown(tests)
+        profile = cost_markdown(costs_of(expand(reports)))
+        text += ("\n" + "\n".join(profile) + "\n") if profile else ""
     if absent and not args.brief:
         text += "\nNot run (no report): " + ", ".join(f"`{os.path.basename(r)}`" for r in absent) + "\n"
     if args.output:
