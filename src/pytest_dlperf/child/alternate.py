@@ -27,6 +27,7 @@ from pytest_dlperf.child import phases
 from pytest_dlperf.child.environment import hardware_key, host_record
 from pytest_dlperf.child.measure import check_finite, peak_host_memory_bytes
 from pytest_dlperf.child.train import STEP_CORES, error_payload, progress
+from pytest_dlperf.child.rank import exit_after_result
 from pytest_dlperf.lifeline import die_with_parent
 from pytest_dlperf.protocol import ERROR, EXIT_ERROR, PHASES, RESULT, write_result
 from pytest_dlperf.result import HIGHER, LOWER, TrainingResult, metric_from
@@ -134,4 +135,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    exit_after_result(main(sys.argv[1:]))

@@ -19,6 +19,7 @@ from typing import Any
 from pytest_dlperf.child import phases
 from pytest_dlperf.child.environment import hardware_key, host_record
 from pytest_dlperf.child.measure import StdinPacer, pace_rounds
+from pytest_dlperf.child.rank import exit_after_result
 from pytest_dlperf.lifeline import die_with_parent
 from pytest_dlperf.protocol import ERROR, EXIT_ERROR, PACED_FLAG, PHASES, PROGRESS_PREFIX, RESULT, write_result
 from pytest_dlperf.result import TrainingResult
@@ -140,4 +141,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    exit_after_result(main(sys.argv[1:]))
