@@ -102,10 +102,10 @@ def exit_after_result(code: int) -> NoReturn:
     """End a child or rank that has written its result without the interpreter's teardown.
 
     The teardown is pure cost (a torch child spends over a second unloading its libraries after its
-    result is written: docs/method.md, "What the suite costs"), and it can fail: torch's gloo backend can leave a C++ thread joinable until static destruction, which then calls
-    ``std::terminate``: "terminate called without an active exception" and SIGABRT *after* a good run
-    (seen once, a torch rank over ssh, in a CI rehearsal on 2026-11-24, result already written). The
-    launcher would report that as a crash; the rank has nothing left to do, so it leaves at once."""
+    result is written: docs/method.md, "What the suite costs"), and it can fail: torch's gloo backend
+    can leave a C++ thread joinable until static destruction, which then calls ``std::terminate`` and
+    SIGABRT *after* a good run (docs/method.md, same section). The launcher would report that as a crash; the
+    process has nothing left to do, so it leaves at once."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
