@@ -279,7 +279,8 @@ def test_regression_fails_with_numbers_on_the_first_line(pytester: pytest.Pytest
     result = run(pytester, "--junitxml=report.xml")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "regression: fp32 throughput * samples/s vs baseline 1e+06 (-*%, detects *% (tolerance *%, run-to-run "
+        "regression: fp32 throughput * samples/s vs baseline 1e+06 (-*%, catches *% 19 times in 20 (half the time at "
+        "*%, tolerance *%, run-to-run "
         "*% over 5 recorded runs), p=*) [[]software changed since the baseline: framework_version 0.0-old -> *]",
         "Refresh with --update-baselines if the change is intended: "
         "pytest --update-baselines 'test_train.py::test_train'",
@@ -305,7 +306,8 @@ def test_a_figure_with_one_recorded_run_is_judged_by_its_kind(pytester: pytest.P
     result = run(pytester, "--junitxml=report.xml")
     result.assert_outcomes(failed=1)
     prior = PRIORS["cpu"]["throughput"]
-    result.stdout.fnmatch_lines([f"regression: fp32 throughput * (-*%, detects *% (tolerance 10.0%, run-to-run "
+    result.stdout.fnmatch_lines([f"regression: fp32 throughput * (-*%, catches *% 19 times in 20 (half the time "
+                                 f"at *%, tolerance 10.0%, run-to-run "
                                  f"{prior:.1%} over 1 recorded run), p=*"])
     (test,) = read_reports([pytester.path / "report.xml"])
     throughput = next(m for m in test.metrics if m.metric == "throughput")
@@ -338,7 +340,8 @@ def test_a_shift_of_every_figure_fails_the_run_when_no_figure_fails_alone(pytest
     result = run(pytester, "--junitxml=report.xml", "-rf", "--dlperf-tolerance=0.05")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*every torch throughput figure moved -16.0% together on *(the median of 10 "
-                                 "throughput figures; the run's shift detects *%): this machine or this framework "
+                                 "throughput figures; the run's shift catches *% 19 times in 20 (half the time at "
+                                 "*%)): this machine or this framework "
                                  "changed*", "FAILED dlperf::run*"])
     tests = {t.test: t for t in read_reports([pytester.path / "report.xml"])}
     assert tests["dlperf::run"].outcome == "failed"
