@@ -263,3 +263,16 @@ def test_software_change_is_named_only_when_the_figure_changed() -> None:
     same = compare("t", "fp32", metric_from("throughput", [100.0], "samples/s"), then, 0.1,
                    {"framework_version": "2.1"})
     assert same.status == OK and same.software_note == ""
+
+
+def test_the_summary_lists_what_inconclusive_figures_could_hide() -> None:
+    from pytest_dlperf.plugin.report import detection_text, inconclusive_lines, precision_lines
+
+    wide, narrow = verdict(97.0, spread=Spread(0.05, 10.0)), verdict(97.0, spread=Spread(0.01, 10.0))
+    (line,) = inconclusive_lines([wide, narrow])
+    assert line.startswith("1 figure inconclusive") and f"could hide {wide.interval[0]:+.1%}" in line
+    assert inconclusive_lines([narrow]) == []
+    assert detection_text([narrow]).startswith("1 catch 20% or less 19 times in 20")
+    # the precision line names figures whose bound (caught half the time) is past their tolerance
+    noisy = verdict(97.0, spread=Spread(0.05, 10.0), alpha=0.001)
+    assert precision_lines([narrow]) == [] and "19 times in 20 (half the time at" in precision_lines([noisy])[0]

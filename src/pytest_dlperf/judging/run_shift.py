@@ -110,8 +110,8 @@ def failure_message(shifts: Sequence[Verdict], before: Sequence[Verdict], after:
     for s in shifts:
         if s.status == REGRESSION:
             lines.append(f"every {s.framework or 'unknown'} {s.kind} figure moved {s.observed - 1:+.1%} together "
-                         f"on {s.hardware} ({s.detail}; the run's shift {catch_text(s.gate, s.gate_half)}): this machine "
-                         "or this framework changed")
+                         f"on {s.hardware} ({s.detail}; the run's shift {catch_text(s.gate, s.gate_half)}): "
+                         "this machine or this framework changed")
     for old, new in zip(before, after):
         if new.status == REGRESSION and old.status != REGRESSION:
             lines.append(f"after the run's shift: {new.line()}")
