@@ -4,8 +4,8 @@
 #   1. the first run passes and reports missing baselines,
 #   2. pytest --update-baselines three times (each run adds one run to every figure's history),
 #   3. the next run passes against them,
-#   4. a step slowed to lose twice what the tool says it can detect (step 3's "detects" column) fails as a
-#      regression: where the gate is the 15% tolerance, a step 38% longer (TINY_LM_SLOWDOWN=0.384),
+#   4. a step slowed to lose twice what the tool says it catches 19 times in 20 (step 3's "catches"
+#      column) fails as a regression: where that is 15%, a step 38% longer (TINY_LM_SLOWDOWN=0.384),
 #   5. with Valgrind: the step's instructions counted (--dlperf-measure=instructions), recorded three times,
 #      and a step with one extra 18 MB tensor copy (about 1% more instructions) fails as a regression,
 #   6. the project as a git repository with two commits, the second widening the model: A/B of the working
@@ -80,14 +80,14 @@ expect compare " 0 regressions"
 # a correct gate catches it nearly always and a gate that claims more than it detects does not.
 gate="$(grep -E "tiny_lm +throughput " "$WORK/compare.log" \
         | sed -nE 's/.* ([0-9.]+%|cannot) +(no change|ok|improvement|inconclusive|regression)$/\1/p')"
-[ -n "$gate" ] || fail "compare: no 'detects' figure for tiny_lm throughput in its summary (above)"
+[ -n "$gate" ] || fail "compare: no 'catches' figure for tiny_lm throughput in its summary (above)"
 if [ "$gate" = cannot ]; then
   step "4. skipped: the three recorded runs differ so much that no loss short of a halving is detectable here" \
        "(record again on a quieter machine: the gate is the noise those runs showed)"
 else
   read -r slowdown longer < <("$WORK/venv/bin/python" -c "import sys; g = float(sys.argv[1].rstrip('%')) / 100
 s = 1 / (1 - g) ** 2 - 1; print(f'{s:.3f} {s:.0%}')" "$gate")
-  step "4. the run says it detects a loss of $gate: a step made $longer longer (TINY_LM_SLOWDOWN=$slowdown)" \
+  step "4. the run says it catches a loss of $gate 19 times in 20: a step made $longer longer (TINY_LM_SLOWDOWN=$slowdown)" \
        "fails as a regression"
   export TINY_LM_SLOWDOWN="$slowdown"
   run_pytest slowed

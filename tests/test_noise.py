@@ -11,7 +11,7 @@ from pytest_dlperf.child import environment
 from pytest_dlperf.judging.gates import family_alpha
 from pytest_dlperf.judging.noise import EXACT, PRIORS, SHIFT_PRIORS, MachineNoise, squeeze
 from pytest_dlperf.judging.run_shift import judge_run
-from pytest_dlperf.judging.verdict import REGRESSION, compare
+from pytest_dlperf.judging.verdict import INCONCLUSIVE, OK, REGRESSION, compare
 from pytest_dlperf.judging.baselines import Baseline
 from pytest_dlperf.result import metric_from
 
@@ -194,9 +194,34 @@ def test_a_cpu_runs_weather_below_its_shift_tolerance_is_not_a_shift() -> None:
     shift tolerance of 2.5 tolerances (25%), so the weather of a shared VM between days does not fail the run."""
     rng = random.Random(8)
     values = suite(rng, noise=0.02)
-    _, shifts, _ = judged(values, {k: centre(v) * 0.85 for k, v in values.items()})
+    _, shifts, after = judged(values, {k: centre(v) * 0.85 for k, v in values.items()})
     assert [s.status for s in shifts] != [REGRESSION]
     assert shifts[0].tolerance == pytest.approx(0.25)
+    # ... nor "no change": the shift's interval reaches past its tolerance, and so does every figure's after it
+    assert shifts[0].status == INCONCLUSIVE and all(v.status == INCONCLUSIVE for v in after)
+
+
+def test_a_framework_15_percent_slower_is_never_no_change() -> None:
+    """Issue 45: a CPU framework made 15% slower read "no change" in every figure. Here every throughput
+    is 15% slower against three recorded runs 9% apart run to run: neither the shift nor any figure, at
+    its check or after the shift, reads "no change"."""
+    rng = random.Random(45)
+    values = suite(rng, figures=20, runs=3, noise=0.09, shift=0.03)
+    checks, shifts, after = judged(values, {k: centre(v) * 0.85 for k, v in values.items()})
+    assert not [v for v in [*checks, *shifts, *after] if v.status == OK]
+    assert all(v.interval is not None and v.interval[0] < -0.10 for v in after)  # they say what they could hide
+
+
+def test_no_change_after_the_shift_needs_its_shift_bounded() -> None:
+    """Quiet figures (1%) recorded in sessions 8% apart, that all moved -15% together: each reads no
+    change after the shift, but the shift is not bounded within its 25%, so none of them is "no change";
+    with the run unmoved they are."""
+    rng = random.Random(46)
+    values = suite(rng, figures=20, runs=5, noise=0.01, shift=0.08)
+    _, shifts, after = judged(values, {k: centre(v) * 0.85 for k, v in values.items()})
+    assert shifts[0].status != OK and all(v.status == INCONCLUSIVE for v in after)
+    _, shifts, after = judged(values, {k: centre(v) for k, v in values.items()})
+    assert shifts[0].status == OK and all(v.status == OK for v in after)
 
 
 def test_one_figure_is_judged_after_the_runs_shift() -> None:

@@ -279,7 +279,8 @@ def test_regression_fails_with_numbers_on_the_first_line(pytester: pytest.Pytest
     result = run(pytester, "--junitxml=report.xml")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "regression: fp32 throughput * samples/s vs baseline 1e+06 (-*%, detects *% (tolerance *%, run-to-run "
+        "regression: fp32 throughput * samples/s vs baseline 1e+06 (-*%, catches *% 19 times in 20 (half the time at "
+        "*%, tolerance *%, run-to-run "
         "*% over 5 recorded runs), p=*) [[]software changed since the baseline: framework_version 0.0-old -> *]",
         "Refresh with --update-baselines if the change is intended: "
         "pytest --update-baselines 'test_train.py::test_train'",
@@ -305,11 +306,14 @@ def test_a_figure_with_one_recorded_run_is_judged_by_its_kind(pytester: pytest.P
     result = run(pytester, "--junitxml=report.xml")
     result.assert_outcomes(failed=1)
     prior = PRIORS["cpu"]["throughput"]
-    result.stdout.fnmatch_lines([f"regression: fp32 throughput * (-*%, detects *% (tolerance 10.0%, run-to-run "
+    # one run at the stated prior (10%, 4 df): caught half the time at about 41%, 19 times in 20 only
+    # past a halving, so its gate prints as that; the figure, far below, fails all the same
+    result.stdout.fnmatch_lines([f"regression: fp32 throughput * (-*%, catches a halving less than 19 times in 20 "
+                                 f"(half the time at *%, tolerance 10.0%, run-to-run "
                                  f"{prior:.1%} over 1 recorded run), p=*"])
     (test,) = read_reports([pytester.path / "report.xml"])
     throughput = next(m for m in test.metrics if m.metric == "throughput")
-    assert throughput.verdict == "regression" and throughput.detectable is not None and throughput.runs == 1
+    assert throughput.verdict == "regression" and throughput.detectable is None and throughput.runs == 1
 
 
 SHIFT_TEST = """
@@ -338,7 +342,8 @@ def test_a_shift_of_every_figure_fails_the_run_when_no_figure_fails_alone(pytest
     result = run(pytester, "--junitxml=report.xml", "-rf", "--dlperf-tolerance=0.05")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*every torch throughput figure moved -16.0% together on *(the median of 10 "
-                                 "throughput figures; the run's shift detects *%): this machine or this framework "
+                                 "throughput figures; the run's shift catches *% 19 times in 20 (half the time at "
+                                 "*%)): this machine or this framework "
                                  "changed*", "FAILED dlperf::run*"])
     tests = {t.test: t for t in read_reports([pytester.path / "report.xml"])}
     assert tests["dlperf::run"].outcome == "failed"
@@ -595,7 +600,9 @@ def test_an_unjudged_metric_is_reported_but_neither_recorded_nor_held_to_a_basel
     (case,) = read_reports([pytester.path / "judged.xml"])
     shown = {m.metric: m for m in case.metrics}
     assert shown["accuracy_top1"].value == pytest.approx(0.43) and shown["accuracy_top1"].verdict is None
-    assert shown["throughput"].verdict == "ok"
+    # judged as ever; three alike recordings of it borrow the stated 10% CPU prior, which cannot bound a
+    # change within its 10% tolerance: inconclusive, never a failure
+    assert shown["throughput"].verdict == "inconclusive"
     run(pytester, "--update-baselines").assert_outcomes(passed=1)
     stored = json.loads((pytester.path / "baselines" / "selftest-cpu.json").read_text())
     (entry,) = stored["entries"].values()

@@ -8,9 +8,11 @@ import random
 import pytest
 
 from pytest_dlperf.judging.baselines import Baseline
-from pytest_dlperf.judging.gates import FAMILY_ALPHA, BUDGET, Gate, family_alpha, t_quantile, tolerance_for
-from pytest_dlperf.judging.noise import Spread
-from pytest_dlperf.judging.verdict import IMPROVEMENT, INCONCLUSIVE, MISSING, OK, REGRESSION, compare, failure_message
+from pytest_dlperf.judging.gates import (EQUIVALENCE_ALPHA, FAMILY_ALPHA, BUDGET, POWER, Gate, family_alpha,
+                                         geometric_mean, t_quantile, tolerance_for)
+from pytest_dlperf.judging.noise import Spread, own_spread
+from pytest_dlperf.judging.verdict import (IMPROVEMENT, INCONCLUSIVE, MISSING, OK, REGRESSION, compare, failure_message,
+                                           log_change, outcome)
 from pytest_dlperf.result import HIGHER, LOWER, metric_from
 
 #: Five recorded runs that vary about 1% run to run.
@@ -47,10 +49,83 @@ def test_direction_decides_which_way_is_worse(direction, factor, status) -> None
 
 
 def test_a_quiet_figure_is_gated_at_its_tolerance() -> None:
-    """Runs 1% apart: the noise bound is under the 10% tolerance, so the tolerance is the gate."""
+    """Runs 1% apart: the noise bound is under the 10% tolerance, so the tolerance is the bound: a
+    change of it is caught half the time; 19 times in 20 takes the noise's t(0.95) deviations more."""
     assert verdict(89.0).status == REGRESSION
-    assert verdict(91.0).status == OK
-    assert verdict(89.0).gate == pytest.approx(1 - 1 / 1.1)  # a 10% change on the log scale, for the worse
+    assert verdict(95.0).status == OK  # -5%, its interval about +-2%: bounded within 10%
+    # -9%: within the tolerance, but its interval reaches past it: not "no change"
+    assert verdict(91.0).status == INCONCLUSIVE
+    v = verdict(89.0)
+    assert v.gate_half == pytest.approx(1 - 1 / 1.1)  # a 10% change on the log scale, for the worse
+    scale = math.sqrt(v.noise ** 2 * (1 + 1 / 5))
+    assert v.gate == pytest.approx(-math.expm1(-(math.log(1.1) + t_quantile(POWER, v.df) * scale)))
+
+
+# ------------------------------------------------------------------ "no change" needs evidence
+
+
+def test_a_change_within_the_tolerance_on_wide_evidence_is_inconclusive() -> None:
+    """-3% against a 10% tolerance, but a figure 5% noisy: the 90% interval (about -13% to +8%) could
+    hide a loss past the tolerance, so it is not "no change"."""
+    v = verdict(97.0, spread=Spread(0.05, 10.0))
+    assert abs(v.delta) < v.tolerance and v.status == INCONCLUSIVE
+    low, high = v.interval
+    margin = t_quantile(1 - EQUIVALENCE_ALPHA, 10.0) * 0.05 * math.sqrt(1 + 1 / 5)
+    change = math.log(97.0 / v.baseline)
+    assert (low, high) == pytest.approx((math.expm1(change - margin), math.expm1(change + margin)))
+    assert low < -v.tolerance
+    assert f"could hide a change of up to {low:+.1%}" in v.line() and "more recorded runs" in v.line()
+
+
+def test_a_change_within_the_tolerance_on_narrow_evidence_is_no_change() -> None:
+    """The same -3% on a figure 1% noisy: the interval (about -5% to -1%) lies within 10%."""
+    v = verdict(97.0, spread=Spread(0.01, 10.0))
+    assert v.status == OK and -v.tolerance < v.interval[0] < v.interval[1] < v.tolerance
+
+
+def test_no_change_is_the_equivalence_test_at_its_edge() -> None:
+    """OK exactly where |change| + t(0.95, df) * scale <= log(1 + tolerance)."""
+    gate = Gate(0.10, 0.02, 8.0, 4, 0.01)
+    edge = math.log1p(0.10) - t_quantile(0.95, 8.0) * gate.scale
+    assert gate.bounded(0.999 * edge) and gate.bounded(-0.999 * edge)
+    assert not gate.bounded(1.001 * edge) and not gate.bounded(-1.001 * edge)
+
+
+def test_unknown_noise_never_reads_no_change() -> None:
+    """One recorded run and no spread to borrow: nothing bounds the change."""
+    v = verdict(100.0, (100.0,))
+    assert v.status == INCONCLUSIVE and v.interval is None and "noise is unknown" in v.line()
+
+
+# ------------------------------------------------------------------ what a gate catches
+
+
+def test_the_gate_is_the_change_caught_19_times_in_20() -> None:
+    """The printed gate, closed form: bound + t(0.95, df) * scale on the log scale."""
+    gate = Gate(0.02, 0.03, 6.0, 4, 0.001, 0.01 ** 2)
+    scale = math.sqrt(0.03 ** 2 * 1.25 + 0.01 ** 2)
+    bound = t_quantile(0.999, 6.0) * scale
+    assert gate.bound == pytest.approx(bound) and gate.catches == pytest.approx(bound + t_quantile(0.95, 6.0) * scale)
+    assert gate.detects("higher") == pytest.approx(-math.expm1(-gate.catches))
+    assert gate.detects("lower") == pytest.approx(math.expm1(gate.catches))
+    assert gate.detects_half("higher") == pytest.approx(-math.expm1(-bound))
+
+
+def test_the_printed_gate_is_caught_19_times_in_20_by_simulation() -> None:
+    """Draw the model: six recorded runs and one new one, log-normal at 3%, each draw's spread
+    estimated from its own runs (5 df); make the new run worse by the change that draw's verdict
+    prints as its gate; 20000 draws. The share judged a regression is 0.95, as the t distribution says."""
+    rng = random.Random(45)
+    draws, caught, sd = 20000, 0, 0.03
+    for _ in range(draws):
+        runs = [100 * math.exp(rng.gauss(0, sd)) for _ in range(6)]
+        spread = own_spread(runs)
+        gate = Gate(0.001, spread.sd, spread.df, len(runs), 0.01)  # as compare() builds it
+        printed = gate.detects("higher")  # the loss this draw's verdict prints as its gate
+        assert printed is not None
+        now = 100.0 * (1 - printed) * math.exp(rng.gauss(0, sd))
+        caught += outcome(-log_change(now, geometric_mean(runs)), gate) == REGRESSION
+    assert caught / draws == pytest.approx(POWER, abs=0.01)
 
 
 # ------------------------------------------------------------------ the figure's noise
@@ -59,7 +134,7 @@ def test_a_quiet_figure_is_gated_at_its_tolerance() -> None:
 def test_a_figure_that_drifts_gets_a_wide_gate_and_a_quiet_one_a_tight_gate() -> None:
     drifting = (80.0, 100.0, 120.0, 90.0, 110.0)  # about 15% run to run
     v = verdict(75.0, drifting)
-    assert v.gate > 0.3
+    assert v.gate_half > 0.3 and v.gate is None  # caught half the time past 30%, 19 in 20 not below a halving
     assert v.status == INCONCLUSIVE  # beyond the tolerance, not beyond its noise: shown, never failing
     assert verdict(75.0).status == REGRESSION  # the same value against the quiet history
 
@@ -69,8 +144,10 @@ def test_the_gate_is_the_one_sided_prediction_bound() -> None:
     runs = (100.0, 104.0, 97.0)
     alpha, shared = 0.001, 0.02 ** 2
     v = verdict(100.0, runs, tolerance=0.01, alpha=alpha, spread=spread, shared=shared)
-    bound = t_quantile(1 - alpha, 12.0) * math.sqrt(0.03 ** 2 * (1 + 1 / 3) + shared)
-    assert v.gate == pytest.approx(-math.expm1(-bound))
+    scale = math.sqrt(0.03 ** 2 * (1 + 1 / 3) + shared)
+    bound = t_quantile(1 - alpha, 12.0) * scale
+    assert v.gate_half == pytest.approx(-math.expm1(-bound))
+    assert v.gate == pytest.approx(-math.expm1(-(bound + t_quantile(POWER, 12.0) * scale)))
     assert (v.noise, v.df, v.runs) == (0.03, 12.0, 3)
     # the same change for the worse fails only one way: a throughput that fell, never one that rose
     assert verdict(100.0 * math.exp(-1.01 * bound), runs, tolerance=0.01, alpha=alpha, spread=spread,
@@ -168,12 +245,13 @@ def test_missing_baseline() -> None:
 
 def test_regression_lines_carry_the_numbers_and_the_gate() -> None:
     up = verdict(125.0)
-    assert up.line().startswith("improvement: fp32 throughput 125 samples/s vs baseline 100 (+25.0%, detects 9.1%")
+    assert up.line().startswith("improvement: fp32 throughput 125 samples/s vs baseline 100 (+25.0%, catches 10.8% "
+                                "19 times in 20 (half the time at 9.1%, tolerance 10.0%")
     down = verdict(50.0, software={"framework_version": "2.1"})
     message = failure_message("t.py::test", [up, down])
     first = message.splitlines()[0]
-    assert first.startswith("regression: fp32 throughput 50 samples/s vs baseline 100 (-50.0%, detects 9.1% "
-                            "(tolerance 10.0%, run-to-run")
+    assert first.startswith("regression: fp32 throughput 50 samples/s vs baseline 100 (-50.0%, catches 10.8% "
+                            "19 times in 20 (half the time at 9.1%, tolerance 10.0%, run-to-run")
     assert "p=" in first and "--update-baselines" in message
 
 
@@ -185,3 +263,16 @@ def test_software_change_is_named_only_when_the_figure_changed() -> None:
     same = compare("t", "fp32", metric_from("throughput", [100.0], "samples/s"), then, 0.1,
                    {"framework_version": "2.1"})
     assert same.status == OK and same.software_note == ""
+
+
+def test_the_summary_lists_what_inconclusive_figures_could_hide() -> None:
+    from pytest_dlperf.plugin.report import detection_text, inconclusive_lines, precision_lines
+
+    wide, narrow = verdict(97.0, spread=Spread(0.05, 10.0)), verdict(97.0, spread=Spread(0.01, 10.0))
+    (line,) = inconclusive_lines([wide, narrow])
+    assert line.startswith("1 figure inconclusive") and f"could hide {wide.interval[0]:+.1%}" in line
+    assert inconclusive_lines([narrow]) == []
+    assert detection_text([narrow]).startswith("1 catch 20% or less 19 times in 20")
+    # the precision line names figures whose bound (caught half the time) is past their tolerance
+    noisy = verdict(97.0, spread=Spread(0.05, 10.0), alpha=0.001)
+    assert precision_lines([narrow]) == [] and "19 times in 20 (half the time at" in precision_lines([noisy])[0]

@@ -11,11 +11,18 @@ run's common shift while it is unknown (a test's own check), or the error of its
 run has measured it (:mod:`pytest_dlperf.judging.run_shift`). Only a change for the worse fails, so
 the bound is one-sided: ``t(1 - alpha, df)`` times that deviation, with ``alpha`` the figure's share of
 the run's error budget (:data:`BUDGET`). The configured tolerance is the least the gate can be, never
-the most: changes smaller than it are "no change" however quiet the figure is.
+the most.
+
+"No change" is a claim of its own: the two-sided interval for the change, ``t(1 - EQUIVALENCE_ALPHA, df)``
+times the same deviation either side of the observed log change, lies within the tolerance (two one-sided
+tests, :data:`EQUIVALENCE_ALPHA`). A change within the tolerance that the evidence does not bound is
+inconclusive. A gate is printed as the change it catches 19 times in 20 (:data:`POWER`): the bound
+plus ``t(POWER, df)`` deviations; the bound itself is the change it catches half the time.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -42,6 +49,12 @@ CPU_SHIFT_TOLERANCES = 2.5
 #: Instructions per step: a count that moves a few hundredths of a percent between runs
 #: (docs/instructions.md), so a change of 1% is a change.
 INSTRUCTION_TOLERANCE = 0.005
+#: "No change" is two one-sided tests at this level each (Schuirmann's TOST): the two-sided 90% interval
+#: for the change lies within the tolerance. Not split over the run's figures: a wrong "no change" fails
+#: nothing, it leaves a change unclaimed, so each figure's claim is held to the usual level on its own.
+EQUIVALENCE_ALPHA = 0.05
+#: A gate is printed as the change for the worse it catches this often in one new run (19 times in 20).
+POWER = 0.95
 #: A gate wider than this (on the log scale: a halving or a doubling) cannot detect a change worth the name.
 CANNOT_DETECT = math.log(2.0)
 
@@ -99,6 +112,7 @@ class Policy:
         return family_alpha(self.family, "check", self.alpha)
 
 
+@functools.lru_cache(maxsize=4096)
 def t_quantile(p: float, df: float) -> float:
     """The ``p`` quantile of Student's t with ``df`` degrees of freedom (the normal's when ``df`` is infinite)."""
     if not 0 < p < 1:
@@ -110,7 +124,7 @@ def t_quantile(p: float, df: float) -> float:
 class Gate:
     """How far a figure may move for the worse, on the log scale, and what that rests on."""
 
-    #: The configured tolerance: changes smaller than this are never called, whatever the noise.
+    #: The configured tolerance: changes smaller than this are never called a regression or an improvement.
     tolerance: float
     #: The figure's run-to-run spread (log scale), moderated with its kind's.
     noise: float
@@ -130,17 +144,46 @@ class Gate:
 
     @property
     def bound(self) -> float:
-        """The smallest log change for the worse this gate calls (never under the tolerance)."""
+        """The smallest log change for the worse this gate calls (never under the tolerance): a change
+        of this size is caught half the time."""
         if self.df <= 0:
             return math.inf
         return max(t_quantile(1 - self.alpha, self.df) * self.scale, math.log1p(self.tolerance))
 
+    @property
+    def margin(self) -> float:
+        """Half the width of the two-sided interval for the change (log scale): infinite when the
+        noise is unknown (no degrees of freedom)."""
+        if self.df <= 0:
+            return math.inf
+        return t_quantile(1 - EQUIVALENCE_ALPHA, self.df) * self.scale
+
+    def interval(self, change: float) -> tuple[float, float]:
+        """The interval for the true change (log scale) around an observed ``change``."""
+        return change - self.margin, change + self.margin
+
+    def bounded(self, change: float) -> bool:
+        """Whether the evidence bounds the change within the tolerance: its interval lies inside
+        ``±log1p(tolerance)`` (the equivalence test; the sign of ``change`` does not matter)."""
+        return abs(change) + self.margin <= math.log1p(self.tolerance)
+
+    @property
+    def catches(self) -> float:
+        """The log change for the worse this gate catches :data:`POWER` of the time in one new run:
+        ``bound + t(POWER, df) * scale``, as one new run's change is the true change plus ``scale``
+        times a Student's t."""
+        if self.df <= 0:
+            return math.inf
+        return self.bound + t_quantile(POWER, self.df) * self.scale
+
     def detects(self, direction: str) -> float | None:
-        """The smallest relative change for the worse it calls (a throughput's loss, a memory's
-        growth), or None when that is beyond a halving or a doubling: it cannot detect a change."""
-        if self.bound > CANNOT_DETECT:
-            return None
-        return -math.expm1(-self.bound) if direction == "higher" else math.expm1(self.bound)
+        """The relative change for the worse it catches 19 times in 20 (a throughput's loss, a
+        memory's growth), or None when that is beyond a halving or a doubling: it cannot detect a change."""
+        return _relative(self.catches, direction)
+
+    def detects_half(self, direction: str) -> float | None:
+        """The relative change for the worse it catches half the time: its bound (None beyond a halving)."""
+        return _relative(self.bound, direction)
 
     def p_value(self, worse: float) -> float | None:
         """The one-sided p-value of a change ``worse`` (log scale, positive = worse)."""
@@ -148,6 +191,13 @@ class Gate:
             return None
         z = worse / self.scale
         return float(_stats.norm.sf(z) if math.isinf(self.df) else _stats.t.sf(z, self.df))
+
+
+def _relative(log_change: float, direction: str) -> float | None:
+    """A log change for the worse as a relative one (a loss for ``higher``), None beyond :data:`CANNOT_DETECT`."""
+    if log_change > CANNOT_DETECT:
+        return None
+    return -math.expm1(-log_change) if direction == "higher" else math.expm1(log_change)
 
 
 def geometric_mean(values: Sequence[float]) -> float:

@@ -41,8 +41,8 @@ def judge(store: BaselineStore, nodeid: str, profile: str,
             store.stage(hw, _hardware_facts(result), key, metric, software,
                         restart=verdict.status in (REGRESSION, IMPROVEMENT),
                         host=str(result.environment.get("host_key", "")))
-            verdict = dataclasses.replace(verdict, status=UPDATED, baseline=None, gate=None, noise=None,
-                                          p_value=None, df=0.0)
+            verdict = dataclasses.replace(verdict, status=UPDATED, baseline=None, gate=None, gate_half=None,
+                                          interval=None, noise=None, p_value=None, df=0.0)
         verdicts.append(dataclasses.replace(verdict, hardware=hw, follows_shift=noise.follows(key, metric.name)))
     return verdicts
 

@@ -7,6 +7,7 @@ these words. A paired comparison's regression is the candidate slower than its r
 
 from __future__ import annotations
 
-#: ``ok`` is "no change": no change as large as the gate fits the evidence.
+#: ``ok`` is "no change": the evidence bounds the change within the tolerance (its interval lies inside it);
+#: ``inconclusive``: short of the gate, but a change past the tolerance still fits the evidence.
 OK, REGRESSION, IMPROVEMENT, INCONCLUSIVE, MISSING, UPDATED = (
     "ok", "regression", "improvement", "inconclusive", "missing", "updated")

@@ -5,6 +5,11 @@ A test's own check cannot know how the whole run moved, so its gate counts the s
 framework, kind) is the median change of its figures. It is a judged figure of its own, gated by how
 far shifts moved between recorded runs (:meth:`MachineNoise.shift_spread`), and each figure is judged
 again on what is left after it, with the shift's estimation error as its shared variance.
+
+"No change" after the shift needs the same evidence as at a test's check: the figure's interval within
+its tolerance. A figure judged after a shift that is not itself bounded within its tolerance (an
+inconclusive shift, or one beyond its gate) is not "no change": the shift it was judged after may be a
+real change of every figure, so its interval is the residual's widened by the shift's.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Callable, Sequence
 from pytest_dlperf.judging.gates import FAMILY_ALPHA, Gate, family_alpha, shift_tolerance
 from pytest_dlperf.judging.noise import EXACT, SHIFT_FIGURES, MachineNoise, device_class
 from pytest_dlperf.judging.outcomes import INCONCLUSIVE, MISSING, OK, REGRESSION, UPDATED
-from pytest_dlperf.judging.verdict import COUNT, Verdict, log_change, outcome
+from pytest_dlperf.judging.verdict import COUNT, Verdict, catch_text, gate_fields, log_change, outcome
 
 #: The metric name of a kind's shift verdict: ``<kind> shift``.
 SHIFT = "shift"
@@ -44,16 +49,18 @@ def judge_run(verdicts: Sequence[Verdict], noise: Callable[[str], MachineNoise],
     shifts = []
     for group in sorted(groups):
         members = [verdicts[i] for i in groups[group]]
+        judged_shift = None
         if group in shifted:
             centre = statistics.median(log_change(v.observed, v.baseline or 1.0) for v in members)
             error = math.pi / 2 * statistics.fmean((v.noise or 0.0) ** 2 * (1 + 1 / max(v.runs, 1))
                                                    for v in members) / len(members)
-            shifts.append(_shift_verdict(test, group, members, centre, error, noise(group[0]), shift_alpha))
+            judged_shift = _shift_verdict(test, group, members, centre, error, noise(group[0]), shift_alpha)
+            shifts.append(judged_shift)
         else:  # too few figures to tell a shift from their own changes: judged as at their checks
             centre, error = 0.0, noise(group[0]).unknown_shift(group[1], group[2])
         for i in groups[group]:
             if verdicts[i].follows_shift:
-                out[i] = _again(verdicts[i], centre if group in shifted else None, error, residual_alpha)
+                out[i] = _again(verdicts[i], centre if group in shifted else None, error, residual_alpha, judged_shift)
             else:  # its recorded runs do not move with the kind's shifts: judged on them alone
                 out[i] = _again(verdicts[i], None, 0.0, residual_alpha)
     return shifts, out
@@ -70,22 +77,31 @@ def _shift_verdict(test: str, group: tuple[str, str, str], members: Sequence[Ver
     return Verdict(test=test, label=framework or "unknown", metric=f"{kind} {SHIFT}", unit="ratio",
                    direction=direction, observed=math.exp(centre), baseline=1.0, tolerance=gate.tolerance,
                    status=outcome(worse, gate), p_value=gate.p_value(worse), hardware=hardware,
-                   gate=gate.detects(direction), noise=spread.sd, runs=len(members), alpha=alpha, kind=kind,
-                   framework=framework, df=spread.df,
+                   **gate_fields(gate, centre, direction), noise=spread.sd, runs=len(members), alpha=alpha,
+                   kind=kind, framework=framework, df=spread.df,
                    detail=f"the median of {len(members)} {kind} figures")
 
 
-def _again(v: Verdict, shift: float | None, shared: float, alpha: float) -> Verdict:
+def _again(v: Verdict, shift: float | None, shared: float, alpha: float,
+           judged_shift: Verdict | None = None) -> Verdict:
+    """``v`` judged again after ``shift`` (log scale; None: none taken out), its gate's shared variance
+    ``shared``; ``judged_shift``: the verdict on that shift."""
     gate = Gate(v.tolerance, v.noise or 0.0, v.df, v.runs, alpha, shared)
     change = log_change(v.observed, v.baseline or 1.0) - (shift or 0.0)
     worse = -change if v.direction == "higher" else change
     status = outcome(worse, gate)
+    fields = gate_fields(gate, change, v.direction)
     if v.status == REGRESSION:  # the test already failed on it
         status = REGRESSION
-    elif status == INCONCLUSIVE and v.status == OK:
+    elif status == INCONCLUSIVE and v.status == OK:  # bounded at its check, the shift's spread counted there
         status = OK
-    return dataclasses.replace(v, status=status, gate=gate.detects(v.direction), p_value=gate.p_value(worse),
-                               alpha=alpha, shift=shift)
+    elif status == OK and judged_shift is not None and judged_shift.status != OK:
+        # no change after a shift that may itself be a change: the change it could hide is both together
+        status = INCONCLUSIVE
+        if fields["interval"] is not None and judged_shift.interval is not None:
+            fields["interval"] = tuple(math.expm1(math.log1p(a) + math.log1p(b))
+                                       for a, b in zip(fields["interval"], judged_shift.interval))
+    return dataclasses.replace(v, status=status, p_value=gate.p_value(worse), alpha=alpha, shift=shift, **fields)
 
 
 def failure_message(shifts: Sequence[Verdict], before: Sequence[Verdict], after: Sequence[Verdict]) -> str:
@@ -94,14 +110,11 @@ def failure_message(shifts: Sequence[Verdict], before: Sequence[Verdict], after:
     for s in shifts:
         if s.status == REGRESSION:
             lines.append(f"every {s.framework or 'unknown'} {s.kind} figure moved {s.observed - 1:+.1%} together "
-                         f"on {s.hardware} ({s.detail}; the run's shift detects {_pct(s.gate)}): this machine "
-                         "or this framework changed")
+                         f"on {s.hardware} ({s.detail}; the run's shift {catch_text(s.gate, s.gate_half)}): "
+                         "this machine or this framework changed")
     for old, new in zip(before, after):
         if new.status == REGRESSION and old.status != REGRESSION:
             lines.append(f"after the run's shift: {new.line()}")
     return "\n".join(lines)
 
-
-def _pct(gate: float | None) -> str:
-    return "nothing below a halving" if gate is None else f"{gate:.1%}"
 

@@ -5,8 +5,13 @@ widened to the one-sided prediction bound its moderated noise gives at its share
 budget. Outcomes for a measured figure:
 
 - ``regression`` (or ``improvement``): it moved beyond its gate;
-- ``ok`` (no change): it moved less than the tolerance;
-- ``inconclusive``: it moved more than the tolerance but not beyond its gate.
+- ``ok`` (no change): the evidence bounds its change within the tolerance: the 90% interval for the
+  change (:data:`pytest_dlperf.judging.gates.EQUIVALENCE_ALPHA`) lies inside it;
+- ``inconclusive``: neither: it moved less than its gate, and the change it could hide reaches past
+  the tolerance.
+
+A gate is shown as the change it catches 19 times in 20 ("catches 23% 19 times in 20"), with the
+change it catches half the time (its bound) beside it.
 
 Counts of events (unit ``count``: graph breaks, recompilations) are not noisy: any count
 above the baseline's is a regression, reported with the events' reasons (a graph break
@@ -52,9 +57,14 @@ class Verdict(FigureId):
     software_note: str = ""
     #: What the events of a count metric were (their reasons), for the failure line.
     detail: str = ""
-    #: The smallest change for the worse (a fraction) this figure's gate calls; None when it cannot
-    #: detect a halving or a doubling, or has no baseline.
+    #: The change for the worse (a fraction) this figure's gate catches 19 times in 20 in one new run;
+    #: None when that is beyond a halving or a doubling, or there is no baseline. Exact counts: 0.
     gate: float | None = None
+    #: The change for the worse its gate catches half the time: the smallest one it calls.
+    gate_half: float | None = None
+    #: The interval (two-sided 90%) for the change it was judged on, as relative changes (low, high):
+    #: after the run's shift where there is one. None where the noise is unknown or not judged.
+    interval: tuple[float, float] | None = None
     #: The run-to-run spread (log scale) the gate rests on.
     noise: float | None = None
     #: Runs recorded for the figure.
@@ -82,8 +92,17 @@ class Verdict(FigureId):
         runs = f"{self.runs} recorded run{'s' * (self.runs != 1)}"
         noise = f", run-to-run {self.noise:.1%} over {runs}" if self.noise is not None else f", {runs}"
         shift = f", after the run's shift {math.expm1(self.shift):+.1%}" if self.shift is not None else ""
-        detects = "cannot detect a halving" if self.gate is None else f"detects {self.gate:.1%}"
-        return f"{detects} (tolerance {self.tolerance:.1%}{noise}{shift})"
+        half = f"half the time at {self.gate_half:.1%}, " if self.gate_half is not None else ""
+        return f"{catch_words(self.gate, self.gate_half)} ({half}tolerance {self.tolerance:.1%}{noise}{shift})"
+
+    def undecided_text(self) -> str:
+        """What an inconclusive figure could hide, and what would decide it."""
+        if self.interval is None:
+            return "its noise is unknown: more recorded runs would decide"
+        low, high = self.interval
+        reach = low if abs(math.log1p(low)) > abs(math.log1p(high)) else high
+        return (f"could hide a change of up to {reach:+.1%} (90% interval {low:+.1%} to {high:+.1%}); "
+                "more recorded runs or a quieter machine would decide")
 
     def line(self) -> str:
         """One line with metric, observed, baseline, delta and gate, for CI annotations."""
@@ -97,8 +116,21 @@ class Verdict(FigureId):
         return (
             f"{self.status}: {self.label} {self.metric} {self.observed:.4g} {self.unit} vs baseline "
             f"{self.baseline:.4g} ({self.delta:+.1%}, {self.gate_text()}{p})"
+            + (f": {self.undecided_text()}" if self.status == INCONCLUSIVE else "")
             + (f" [{self.software_note}]" if self.software_note else "")
         )
+
+
+def catch_text(gate: float | None, half: float | None = None) -> str:
+    """A gate in words: "catches 23.0% 19 times in 20 (half the time at 14.0%)"."""
+    return catch_words(gate, half) + (f" (half the time at {half:.1%})" if half is not None else "")
+
+
+def catch_words(gate: float | None, half: float | None = None) -> str:
+    """A gate's 19-in-20 figure in words, without its half-time point."""
+    if gate is None:
+        return "cannot detect a halving" if half is None else "catches a halving less than 19 times in 20"
+    return f"catches {gate:.1%} 19 times in 20"
 
 
 def software_difference(now: Mapping[str, object], then: Mapping[str, object]) -> str:
@@ -143,8 +175,15 @@ def compare(
     status = outcome(worse, gate)
     note = software_difference(software or {}, baseline.software) if status not in (OK, INCONCLUSIVE) else ""
     return Verdict(**common, baseline=centre, tolerance=tolerance, status=status,
-                   p_value=gate.p_value(worse), software_note=note, gate=gate.detects(metric.direction),
+                   p_value=gate.p_value(worse), software_note=note, **gate_fields(gate, change, metric.direction),
                    noise=spread.sd, runs=len(runs), alpha=alpha, df=spread.df, shift=shift)
+
+
+def gate_fields(gate: Gate, change: float, direction: str) -> dict[str, Any]:
+    """A verdict's gate, its half-time point and the interval for its ``change`` (log scale)."""
+    low, high = gate.interval(change)
+    interval = None if math.isinf(gate.margin) else (math.expm1(low), math.expm1(min(high, 700.0)))
+    return dict(gate=gate.detects(direction), gate_half=gate.detects_half(direction), interval=interval)
 
 
 def log_change(observed: float, centre: float) -> float:
@@ -155,12 +194,11 @@ def log_change(observed: float, centre: float) -> float:
 
 
 def outcome(worse: float, gate: Gate) -> str:
-    """The outcome of a change ``worse`` (log scale, positive = worse) at ``gate``."""
-    if abs(worse) <= math.log1p(gate.tolerance):
-        return OK
-    if gate.df <= 0 or abs(worse) <= gate.bound:
-        return INCONCLUSIVE
-    return REGRESSION if worse > 0 else IMPROVEMENT
+    """The outcome of a change ``worse`` (log scale, positive = worse) at ``gate``: beyond the bound a
+    regression or an improvement; no change only where the interval for it lies within the tolerance."""
+    if abs(worse) > gate.bound:
+        return REGRESSION if worse > 0 else IMPROVEMENT
+    return OK if gate.bounded(worse) else INCONCLUSIVE
 
 
 def _compare_counts(common: dict, baseline: Baseline, software: Mapping[str, object] | None,
@@ -176,7 +214,7 @@ def _compare_counts(common: dict, baseline: Baseline, software: Mapping[str, obj
         detail = "; ".join(shown[:3]) + (f"; and {len(shown) - 3} more" if len(shown) > 3 else "")
     note = software_difference(software or {}, baseline.software) if status != OK else ""
     return Verdict(**common, baseline=expected, tolerance=tolerance, status=status, software_note=note, detail=detail,
-                   gate=0.0, runs=len(baseline.runs))
+                   gate=0.0, gate_half=0.0, runs=len(baseline.runs))
 
 
 def failure_message(nodeid: str, verdicts: list[Verdict]) -> str:

@@ -186,7 +186,7 @@ def _summary(tr: pytest.TerminalReporter, state: DlperfSession) -> None:
         tr.write_line(line)
     tr.write_line("")
     tr.write_line(report.counts_line(state.verdicts, state.written, state.unused()))
-    for line in (report.precision_lines(state.verdicts)
+    for line in (report.inconclusive_lines(state.verdicts) + report.precision_lines(state.verdicts)
                  + report.missing_lines(state.verdicts, state.store, state.options.profile)
                  + report.unused_lines(state.unused()) + report.pruned_lines(state.store.pruned)):
         tr.write_line(line)

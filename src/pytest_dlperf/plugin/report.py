@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -11,9 +12,11 @@ from pytest_dlperf import text
 from pytest_dlperf.text import short_test
 from pytest_dlperf.units import count, readable
 from pytest_dlperf.judging.stats import PairedRatio
-from pytest_dlperf.judging.verdict import IMPROVEMENT, INCONCLUSIVE, MISSING, OK, REGRESSION, UPDATED, Verdict
+from pytest_dlperf.judging.verdict import (IMPROVEMENT, INCONCLUSIVE, MISSING, OK, REGRESSION, UPDATED, Verdict,
+                                           catch_text)
 
-HEADER = ("scenario", "metric", "observed", "baseline", "delta", "detects", "verdict")
+#: "catches": the change for the worse its gate catches 19 times in 20 in one new run.
+HEADER = ("scenario", "metric", "observed", "baseline", "delta", "catches", "verdict")
 
 
 def _short(nodeid: str, label: str) -> str:
@@ -66,7 +69,7 @@ def unjudged_line(verdicts: Sequence[Verdict], require: bool) -> str:
 
 
 def verdict_line(verdicts: list[Verdict], alpha: float) -> str:
-    """The run in one line: what changed beyond its gate, how many figures can detect what, at what level."""
+    """The run in one line: what changed beyond its gate, how many figures catch what, at what level."""
     c = Counter(v.status for v in verdicts)
     judged = [v for v in verdicts if v.status in (REGRESSION, IMPROVEMENT, OK, INCONCLUSIVE)]
     if not judged:
@@ -79,7 +82,7 @@ def verdict_line(verdicts: list[Verdict], alpha: float) -> str:
 
 
 def detection_text(judged: Sequence[Verdict]) -> str:
-    """How many of the judged figures can detect a change of what size (for the worse)."""
+    """How many of the judged figures catch a change of what size (for the worse) 19 times in 20."""
     sizes = [v.gate for v in judged if v.unit != "count"]
     exact = sum(1 for v in judged if v.unit == "count")
     cannot = sum(1 for g in sizes if g is None)
@@ -88,7 +91,7 @@ def detection_text(judged: Sequence[Verdict]) -> str:
     for limit, name in bands:
         n = sum(1 for g in sizes if g is not None and g <= limit + 1e-12) - seen
         if n:
-            parts.append(f"{n} detect {name} or less" if not seen else f"{n} up to {name}")
+            parts.append(f"{n} catch {name} or less 19 times in 20" if not seen else f"{n} up to {name}")
         seen += n
     if len(sizes) - cannot - seen:
         parts.append(f"{len(sizes) - cannot - seen} only changes above 50%")
@@ -100,19 +103,43 @@ def detection_text(judged: Sequence[Verdict]) -> str:
 
 
 def precision_lines(verdicts: list[Verdict], limit: int = 5) -> list[str]:
-    """The figures that cannot detect the change their tolerance asks for, and what would tighten them."""
+    """The figures whose noise widens their gate past the change their tolerance asks for (their bound,
+    caught half the time, is past it), and what would tighten them."""
     wide = sorted((v for v in verdicts if v.baseline is not None and v.status != UPDATED and v.unit != "count"
-                   and (v.gate is None or v.gate > v.tolerance + 0.005)),
+                   and (v.gate_half is None or v.gate_half > v.tolerance + 0.005)),
                   key=lambda v: -(v.gate if v.gate is not None else 10.0))
     if not wide:
         return []
-    shown = ", ".join(f"{_short(v.test, v.label)} {v.metric} "
-                      f"{'cannot detect a halving' if v.gate is None else f'{v.gate:.1%}'} (asked {v.tolerance:.0%})"
-                      for v in wide[:limit])
+    shown = ", ".join(f"{_short(v.test, v.label)} {v.metric} {catch_text(v.gate, v.gate_half)} "
+                      f"(asked {v.tolerance:.0%})" for v in wide[:limit])
     more = f" and {len(wide) - limit} more" if len(wide) > limit else ""
     return [f"{count(len(wide), 'figure')} can only detect a change larger than asked, by this machine's "
             f"run-to-run noise: {shown}{more}. More recorded runs (--update-baselines on quiet runs) narrow a "
             "gate; paired runs or A/B mode (--dlperf-reference) decide small changes."]
+
+
+def inconclusive_lines(verdicts: list[Verdict], limit: int = 5) -> list[str]:
+    """The inconclusive figures: the change each could hide (the far end of its interval), widest first."""
+    undecided = [v for v in verdicts if v.status == INCONCLUSIVE]
+    if not undecided:
+        return []
+
+    def reach(v: Verdict) -> float:
+        return max((abs(math.log1p(x)) for x in v.interval), default=math.inf) if v.interval else math.inf
+
+    undecided.sort(key=lambda v: -reach(v))
+    shown = ", ".join(f"{_short(v.test, v.label)} {v.metric} {_hidden(v)}" for v in undecided[:limit])
+    more = f" and {len(undecided) - limit} more" if len(undecided) > limit else ""
+    return [f"{count(len(undecided), 'figure')} inconclusive (within the gate, but the evidence does not bound the "
+            f"change within the tolerance; they fail nothing): {shown}{more}. More recorded runs or a quieter "
+            "machine would decide them."]
+
+
+def _hidden(v: Verdict) -> str:
+    if v.interval is None:
+        return "(noise unknown)"
+    low, high = v.interval
+    return f"could hide {low if abs(math.log1p(low)) > abs(math.log1p(high)) else high:+.1%}"
 
 
 def header_lines(store: BaselineStore, hardware_keys: Sequence[str], profile: str) -> list[str]:

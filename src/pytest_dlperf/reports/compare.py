@@ -54,8 +54,9 @@ def judge(old: MetricRecord, new: MetricRecord, policy: Policy, history: Sequenc
     """OLD is the baseline, NEW the measurement, judged with the tests' rule (``verdict.compare``).
 
     One report is one run: the noise a change is judged against is the run-to-run spread NEW's
-    test recorded for the figure (its baseline history), when it recorded one; else the noise is
-    unknown and a change beyond the tolerance is inconclusive. ``history``: the figure's values in
+    test recorded for the figure (its baseline history), when it recorded one; else the history's own
+    runs, or the stated prior of its device class. "No change" only where the evidence bounds the change
+    within the tolerance (:func:`pytest_dlperf.judging.verdict.outcome`). ``history``: the figure's values in
     earlier runs (``--history``), recorded runs beside OLD's. ``policy``: the tolerance and level
     asked for, where NEW's report does not record its test's own.
     """
@@ -84,7 +85,8 @@ def judge(old: MetricRecord, new: MetricRecord, policy: Policy, history: Sequenc
     v = verdict_compare(new.test, new.label, metric, baseline, tolerance, spread=spread, shared=shared,
                         alpha=new.alpha if new.alpha is not None else policy.figure_alpha)
     basis = spread.source if spread is not None else "recorded noise"
-    return Change(v.status, v.delta, v.gate if v.gate is not None else v.tolerance, v.p_value,
+    # the bound the decision used (a change of it is caught half the time), not the 19-in-20 gate
+    return Change(v.status, v.delta, v.gate_half if v.gate_half is not None else v.tolerance, v.p_value,
                   basis=basis, guessed_direction=guessed)
 
 
@@ -153,8 +155,9 @@ def compare(old_path: str, new_path: str, threshold: float, history_paths: Seque
           f"{counts['only in NEW']} only in {new_path}.", file=out)
     print("Judged as the tests judge a figure against its baseline (OLD as the baseline, one run): a change "
           "beyond the tolerance is a regression or an improvement only beyond the figure's own run-to-run "
-          "noise, at the level and tolerance NEW's test judged it (recorded in the report); where NEW recorded "
-          "none, at the stated prior of its device class (docs/verdicts.md).", file=out)
+          "noise, and no change only where that noise bounds the change within the tolerance, at the level "
+          "and tolerance NEW's test judged it (recorded in the report); where NEW recorded none, at the stated "
+          "prior of its device class (docs/verdicts.md).", file=out)
     if counts["guessed"]:
         print(f"note: {counts['guessed']} metrics have no recorded direction (an older report): which way is "
               "better was taken from the metric's name.", file=out)

@@ -50,7 +50,8 @@ def spread(m: MetricRecord, scale: tuple[float, str] | None = None) -> str:
 
 
 def gate_cell(m: MetricRecord) -> str:
-    """The figure's gate as ``±x%``; the tolerance where the noise is unknown, and marks for n=1."""
+    """The figure's gate as ``±x%`` (the change it catches 19 times in 20); the tolerance where the report
+    records no gate, and marks for n=1."""
     gate = gate_of(m)
     text = f"±{gate:.0%}" if gate is not None else "–"
     return _e(text) + "".join(f' <span class="mark">{_e(x)}</span>' for x in marks_of(m))
@@ -81,9 +82,10 @@ def metric_row(m: MetricRecord, with_test: bool = False, hardware: str = "", sca
 
 METRIC_HEAD = ("<tr>{test}<th>hardware</th><th>scenario</th><th>metric</th><th>observed</th><th>baseline</th>"
                 "<th>change</th><th>± gate</th><th>verdict</th><th>paired evidence</th></tr>")
-LEGEND = ("<b>±</b> is each figure's gate: the smallest change its verdict could call (its tolerance, widened "
-          "by its run-to-run noise over the recorded runs). <b>cannot detect</b>: even a halving or a doubling "
-          "stays within the gate; <b>n=1</b>: one sample. "
+LEGEND = ("<b>±</b> is each figure's gate: the change for the worse its verdict catches 19 times in 20 in one "
+          "new run (its tolerance, widened by its run-to-run noise over the recorded runs; half as often at "
+          "a smaller change). <b>no change</b>: the evidence bounds the change within the tolerance. "
+          "<b>cannot detect</b>: not even a halving or a doubling is caught 19 times in 20; <b>n=1</b>: one sample. "
           "<b>IQR</b>: the spread of the run's own rounds. <b>paired evidence</b>: the same test's paired "
           "speedups (variants timed in turn, 95% interval) beside an absolute throughput. Each figure "
           "(test, scenario, metric, hardware) is counted once, however many reports hold it.")

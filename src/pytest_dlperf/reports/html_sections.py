@@ -96,9 +96,11 @@ def attention_section(tests: list[TestRecord], d: Digest | None = None, scales: 
         out.append("<h3>Failed tests</h3>" + failure_table(failing, "failed test"))
     inconclusive = d.by_verdict("inconclusive")
     if inconclusive:
-        out.append(f'<h3 id="inconclusive">{_e(count(len(inconclusive), "inconclusive figure"))}</h3><p>Moved beyond '
-                   "the tolerance but not beyond the figure's own noise, or its noise is unknown: more recorded "
-                   "runs (<code>pytest --update-baselines</code>) or a paired run decides them. They fail nothing.</p>"
+        out.append(f'<h3 id="inconclusive">{_e(count(len(inconclusive), "inconclusive figure"))}</h3><p>Within the '
+                   "figure's gate, but the evidence does not bound the change within the tolerance (its interval "
+                   "reaches past it, or its noise is unknown): more recorded runs "
+                   "(<code>pytest --update-baselines</code>), a quieter machine or a paired run decides them. "
+                   "They fail nothing.</p>"
                    + figure_table(sorted(inconclusive, key=lambda m: (better_change(m) or 0)), d, scales))
     other = sorted((m for m in d.figures if m.verdict in ("improvement", "missing")),
                    key=lambda m: (_VERDICT_ORDER[m.verdict or "ok"], -abs(m.delta or 0)))

@@ -110,10 +110,12 @@ def verdict_markdown(tests: Sequence[TestRecord]) -> list[str]:
     inconclusive = d.by_verdict("inconclusive")
     if inconclusive:
         lines += [f"### {count(len(inconclusive), 'inconclusive figure')}", "",
-                  "Moved beyond the tolerance but not beyond the figure's gate; they fail nothing.", ""]
+                  "Within the figure's gate, but the evidence does not bound the change within the tolerance; "
+                  "more recorded runs or a quieter machine would decide them. They fail nothing.", ""]
         lines += _figure_rows_md(inconclusive, d, scales)
-    lines += ["± is each figure's gate: the smallest change for the worse its verdict could call (its tolerance, "
-              "widened by its run-to-run noise); *cannot detect*: even a halving or a doubling stays within it.",
+    lines += ["± is each figure's gate: the change for the worse its verdict catches 19 times in 20 (its tolerance, "
+              "widened by its run-to-run noise); *cannot detect*: not even a halving or a doubling is caught 19 "
+              "times in 20.",
               ""]
     return lines
 
