@@ -86,7 +86,8 @@ def tolerance_of(m: MetricRecord) -> float:
 
 
 def gate_of(m: MetricRecord) -> float | None:
-    """The band the verdict used: the figure's gate where the report records it, else its tolerance."""
+    """The figure's gate where the report records it (``.detectable``: the change for the worse it catches
+    19 times in 20), else its tolerance."""
     return m.detectable if m.detectable is not None else m.tolerance
 
 
@@ -99,7 +100,7 @@ def marks_of(m: MetricRecord) -> list[str]:
 
 
 def cannot_detect(m: MetricRecord) -> bool:
-    """A judged figure whose report says it cannot detect a halving or a doubling (``.detectable none``;
+    """A judged figure whose report says it does not catch a halving or a doubling 19 times in 20 (``.detectable none``;
     ``unknown`` in older reports). A report from before gates were recorded has no ``.runs`` either,
     and is not marked: it does not say."""
     return m.verdict in JUDGED and m.detectable is None and m.runs is not None

@@ -225,12 +225,14 @@ def delta_chart(metrics: list[MetricRecord], name: str, title: str) -> Chart:
     ax.tick_params(axis="x", labelsize=FONT)
     ax.grid(axis="x", alpha=0.3)
     handles = [Patch(color=c, label=v) for v, c in VERDICT_COLOUR.items() if any(m.verdict == v for m in metrics)]
-    handles.append(Patch(color=BAND_COLOUR, label="gate the verdict used (± its tolerance where no gate is recorded)"))
+    handles.append(Patch(color=BAND_COLOUR,
+                         label="gate: the change caught 19 times in 20 (± its tolerance where no gate is recorded)"))
     _title_and_legend(fig, title, handles)
     caption = ("Each judged figure's change from this machine's baseline (0 = the baseline), right = better "
                "for every bar (the change of a lower-is-better figure, time or memory, is flipped), inside the "
-               "band of its gate (its tolerance where the report records no gate). A bar outside the band was a "
-               "regression or an improvement only beyond the figure's run-to-run noise. A bar or whisker past "
+               "band of its gate (its tolerance where the report records no gate). A bar outside the band is past "
+               "the figure's bound (a regression or an improvement); a bar inside it may be one too, as the "
+               "bound is narrower than the band. A bar or whisker past "
                "the axis is cut at its edge; the text on the right gives the figures and their raw change.")
     return Chart(name, title, caption, fig)
 

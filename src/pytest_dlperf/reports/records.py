@@ -49,7 +49,7 @@ class MetricRecord(FigureId):
     tolerance: float | None = None
     #: The figure the test claims at least (a speedup's floor), where the test recorded one.
     floor: float | None = None
-    #: The smallest change the verdict could call (its gate), as a fraction; None when unknown.
+    #: The change for the worse its gate catches 19 times in 20, as a fraction; None when unknown.
     detectable: float | None = None
     #: The figure's run-to-run spread (log scale) the gate rested on, and how many runs were recorded.
     noise: float | None = None
