@@ -279,7 +279,8 @@ def test_compare_judges_by_the_run_to_run_noise_of_the_history(tmp_path, capsys)
     assert code == 0 and "inconclusive" in row, out
     code, out = compare_once(tmp_path, capsys, old, new, *history_of(tmp_path, jitter=(0.995, 1.005, 1.0)))
     row = next(line for line in out.splitlines() if "::fp32" in line and " throughput " in line)
-    assert code == 1 and "REGRESSION (p=" in row and "±4.8%" in row, out
+    # the gate: the tolerance's bound (a 4.8% loss) and the quiet history's noise above it, caught 19 times in 20
+    assert code == 1 and "REGRESSION (p=" in row and "±5.8%" in row, out
 
 
 def test_compare_gives_the_same_verdict_as_the_tests(tmp_path, capsys):

@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from pytest_dlperf import protocol, text
+from pytest_dlperf.figures import COST
 from pytest_dlperf.protocol import BUILD, COUNT, FINISH, IMPORT, IMPORT_BUILD, MEASURE, WAIT, WARMUP
 from pytest_dlperf.text import short_test
 from pytest_dlperf.units import count
 
-#: The test's report property (a ``dlperf.*`` name, so it joins the figures in the ``<testsuite>``;
-#: a name of one part, so no reader takes it for a figure).
-PROPERTY = "dlperf.cost"
+#: The test's report property (a ``dlperf.*`` name, so it joins the figures in the ``<testsuite>``).
+PROPERTY = COST
 JUDGE = "judge"
 #: The parent waiting for the devices' lock (another run, or another xdist worker, measuring).
 LOCK = "lock"

@@ -34,6 +34,8 @@ AB_FIELDS = ("ab_ratio", "ab_interval", "ab_verdict", "ab_process_pairs", "refer
 PAIRED_FIELDS = ("paired_ratio", "paired_interval", "paired_over", "pairs")
 #: The value of ``.detectable`` when the gate cannot detect a halving or a doubling.
 CANNOT_DETECT = "none"
+#: A test's cost profile (:mod:`pytest_dlperf.cost`): a name of one part, so no reader takes it for a figure.
+COST = f"{PREFIX}cost"
 
 Property = tuple[str, str]
 

@@ -34,7 +34,7 @@ class Change:
 
     status: str
     delta: float | None
-    #: The tolerance the decision used (the given one, widened by the noise as the tests widen it).
+    #: The change for the worse the decision catches 19 times in 20 (the given tolerance widened by the noise).
     tolerance: float | None = None
     p_value: float | None = None
     #: How it was judged: "samples" (verdict.compare), or "medians" for reports without samples.
@@ -85,8 +85,8 @@ def judge(old: MetricRecord, new: MetricRecord, policy: Policy, history: Sequenc
     v = verdict_compare(new.test, new.label, metric, baseline, tolerance, spread=spread, shared=shared,
                         alpha=new.alpha if new.alpha is not None else policy.figure_alpha)
     basis = spread.source if spread is not None else "recorded noise"
-    # the bound the decision used (a change of it is caught half the time), not the 19-in-20 gate
-    return Change(v.status, v.delta, v.gate_half if v.gate_half is not None else v.tolerance, v.p_value,
+    # the gate as the tests' reports give it: the change for the worse caught 19 times in 20
+    return Change(v.status, v.delta, v.gate if v.gate is not None else v.tolerance, v.p_value,
                   basis=basis, guessed_direction=guessed)
 
 
