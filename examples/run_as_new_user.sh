@@ -45,10 +45,12 @@ tar -C "$REPO" --exclude=./.git --exclude=./.tox --exclude=./build --exclude='*.
 "$PYTHON" -m pip wheel -q --no-deps -w "$WORK/dist" "$WORK/src"
 WHEEL="$(ls "$WORK"/dist/pytest_dlperf-*.whl)"
 
-step "a fresh venv with the wheel and its torch extra (torch 2.14.1's CPU build: the CPU is all the example uses)"
+step "a fresh venv with the wheel and its torch extra (torch 2.14.1: the CPU is all the example uses)"
 "$PYTHON" -m venv "$WORK/venv"
-# PyPI's Linux torch is the CUDA build, gigabytes that tox -m ci's torch environment already downloaded once
-"$WORK/venv/bin/python" -m pip install -q --extra-index-url https://download.pytorch.org/whl/cpu \
+# PyPI's Linux torch is the CUDA build, gigabytes that tox -m ci's torch environment already downloaded once;
+# where PyTorch's own index is reachable, DLPERF_TORCH_INDEX_URL (e.g. https://download.pytorch.org/whl/cpu)
+# takes its CPU build instead (cpu.yml sets it; a machine that reaches only PyPI leaves it unset)
+"$WORK/venv/bin/python" -m pip install -q ${DLPERF_TORCH_INDEX_URL:+--extra-index-url "$DLPERF_TORCH_INDEX_URL"} \
   "torch==2.14.1" "torchvision==0.29.1" "${WHEEL}[torch]"
 cp -r "$REPO/examples/own_step" "$WORK/project"
 rm -rf "$WORK/project/baselines"
