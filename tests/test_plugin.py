@@ -235,6 +235,14 @@ def test_a_run_that_judged_nothing_says_so_and_fails_where_baselines_are_require
     ])
 
 
+def test_collecting_only_judges_nothing_and_says_nothing_of_it(pytester: pytest.Pytester) -> None:
+    """--collect-only runs no test: no NOT JUDGED line, and --dlperf-require-baselines does not fail it."""
+    pytester.makepyfile(test_gpu=SKIPPED_ON_CPU)
+    result = run(pytester, "--collect-only", "--dlperf-require-baselines")
+    assert result.ret == 0
+    assert "NOT JUDGED" not in result.stdout.str()
+
+
 @pytest.mark.slow
 @pytest.mark.framework("torch")
 def test_update_then_compare_round_trip(pytester: pytest.Pytester) -> None:

@@ -68,7 +68,9 @@ class SuiteFigures:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     state = config.stash[SESSION_KEY]
     state.collected = [item.nodeid for item in items]
-    state.measures = any("dlperf" in getattr(item, "fixturenames", ()) for item in items)
+    # --collect-only runs nothing, so it has nothing to judge and never reads NOT JUDGED
+    state.measures = not config.option.collectonly and any("dlperf" in getattr(item, "fixturenames", ())
+                                                            for item in items)
     state.count_family()
     state.filtered = bool(config.option.keyword or config.option.markexpr or config.getoption("deselect")
                           or any(not Path(arg.split("::")[0]).is_dir() for arg in config.args))
