@@ -24,8 +24,7 @@ import pytest
 
 from pytest_dlperf.judging.stats import claim_decided
 from pytest_dlperf.processes import distributed as dist
-from pytest_dlperf.processes.distributed.paced_job import paced_problem
-from perf_tests.claims.scaling import ScalingClaim, check_paired_workers, check_two_workers
+from perf_tests.claims.scaling import ScalingClaim, check_paired_workers, check_scaling
 
 pytestmark = pytest.mark.framework("torch")
 
@@ -114,16 +113,7 @@ def test_two_workers_scale_and_keep_accuracy(dlperf, network, distributed, tmp_p
     """
     one = dist.Job("torch", 1, SCALING, timeout=TIMEOUT, label="single")
     two = dist.Job("torch", 2, SCALING, timeout=TIMEOUT, label=f"ddp2-{network}", launcher=distributed.launcher)
-    if paced_problem(two):
-        print(f"not paired: {paced_problem(two)}")
-        single = run(1, SCALING, label="single", tmp_path=tmp_path)
-        pair = run(2, SCALING, distributed.launcher, label=f"ddp2-{network}", tmp_path=tmp_path)
-        check_two_workers(dlperf, SEQUENTIAL_CLAIM, network, SCALING["batch_size"], single, pair)
-        return
-    floor = CLAIM.min_efficiency.get(network)
-    paired = dlperf.run_paired_jobs(one, two, pairs=PAIRS,
-                                    decided=None if floor is None else claim_decided(floor, [two.label]))
-    check_paired_workers(dlperf, CLAIM, network, SCALING["batch_size"], paired, one.label, two.label)
+    check_scaling(dlperf, CLAIM, SEQUENTIAL_CLAIM, network, SCALING["batch_size"], one, two, PAIRS, tmp_path)
 
 
 @pytest.mark.distributed(workers=2, launcher="local")

@@ -32,11 +32,9 @@ import dataclasses
 
 import pytest
 
-from pytest_dlperf.judging.stats import claim_decided
 from pytest_dlperf.processes import distributed as dist
-from pytest_dlperf.processes.distributed.paced_job import paced_problem
 from pytest_dlperf.child.cores.mxnet_support import unsupported_gpu
-from perf_tests.claims.scaling import ScalingClaim, check_paired_workers, check_two_workers
+from perf_tests.claims.scaling import ScalingClaim, check_scaling
 
 pytestmark = pytest.mark.framework("mxnet")
 
@@ -187,13 +185,4 @@ def test_two_workers_scale_and_keep_accuracy(dlperf, network, distributed, tmp_p
     one = dist.Job("mxnet", 1, single, timeout=TIMEOUT, label="single", env=ENV)
     two = dist.Job("mxnet", 2, pair, timeout=TIMEOUT, label=f"dist_sync-{network}", env=ENV,
                    launcher=distributed.launcher)
-    if paced_problem(two):
-        print(f"not paired: {paced_problem(two)}")
-        sequential = (run(1, single, label="single", tmp_path=tmp_path),
-                      run(2, pair, distributed.launcher, label=f"dist_sync-{network}", tmp_path=tmp_path))
-        check_two_workers(dlperf, SEQUENTIAL_CLAIM, network, SCALING["batch_size"], *sequential)
-        return
-    floor = CLAIM.min_efficiency.get(network)
-    paired = dlperf.run_paired_jobs(one, two, pairs=PAIRS,
-                                    decided=None if floor is None else claim_decided(floor, [two.label]))
-    check_paired_workers(dlperf, CLAIM, network, SCALING["batch_size"], paired, one.label, two.label)
+    check_scaling(dlperf, CLAIM, SEQUENTIAL_CLAIM, network, SCALING["batch_size"], one, two, PAIRS, tmp_path)

@@ -14,11 +14,16 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping
 
+import pytest
+
 from pytest_dlperf.judging.outcomes import REGRESSION
-from pytest_dlperf.judging.stats import decide
-from pytest_dlperf.processes.distributed.job import Job, JobResult
+from pytest_dlperf.judging.stats import claim_decided, decide
+from pytest_dlperf.processes.distributed.job import Job, JobFailed, JobResult
+from pytest_dlperf.processes.distributed.paced_job import paced_problem
+from pytest_dlperf.processes.distributed.supervise import run_job
 from pytest_dlperf.processes.distributed.netns import rate_bits_per_second
 from pytest_dlperf.processes.distributed.results import as_training_result, param_bytes
 from pytest_dlperf.processes.distributed.scaling import scaling_efficiency
@@ -35,6 +40,30 @@ class ScalingClaim:
     min_top1: float
     #: The tbf rate of the limited network.
     rate: str
+
+
+def check_scaling(dlperf: Any, claim: ScalingClaim, sequential: ScalingClaim, network: str, batch_size: int,
+                  one: Job, two: Job, pairs: int, tmp_path: Path) -> str:
+    """The claim for the 1-worker job ``one`` against the N-worker job ``two`` on ``network``: the jobs
+    alternate timed rounds, decided adaptively against the floor (:func:`check_paired_workers`); a
+    launcher that cannot pace a job's ranks runs one job after the other, held to the ``sequential``
+    claim's lower floors (:func:`check_two_workers`). Returns the line of figures."""
+    problem = paced_problem(two)
+    if problem:
+        print(f"not paired: {problem}")
+        return check_two_workers(dlperf, sequential, network, batch_size,
+                                 (one, _run_or_fail(one, tmp_path)), (two, _run_or_fail(two, tmp_path)))
+    floor = claim.min_efficiency.get(network)
+    paired = dlperf.run_paired_jobs(one, two, pairs=pairs,
+                                    decided=None if floor is None else claim_decided(floor, [two.label]))
+    return check_paired_workers(dlperf, claim, network, batch_size, paired, one.label, two.label)
+
+
+def _run_or_fail(job: Job, tmp_path: Path) -> JobResult:
+    try:
+        return run_job(job, tmp_path)
+    except JobFailed as exc:
+        pytest.fail(exc.report(), pytrace=False)
 
 
 def check_two_workers(dlperf: Any, claim: ScalingClaim, network: str, batch_size: int,
