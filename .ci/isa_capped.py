@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 from typing import Sequence
@@ -51,10 +52,17 @@ def both(own: str, given: Sequence[str]) -> str:
     return " and ".join(f"({e})" for e in (*given, own)) if given else own
 
 
+def pytest_command() -> list[str]:
+    """The pytest on PATH, as the first run's: tox starts this script with the environment's own python,
+    which in an environment that runs in another's interpreter (tox.ini's [in_torch]) has no pytest."""
+    found = shutil.which("pytest")
+    return [found] if found else [sys.executable, "-m", "pytest"]
+
+
 def command(marker: str, junitxml: str, given: Sequence[str]) -> list[str]:
     """The rerun's pytest command line."""
     taken, rest = split(given)
-    return [sys.executable, "-m", "pytest", "perf_tests", "-p", "no:cacheprovider", *rest,
+    return [*pytest_command(), "perf_tests", "-p", "no:cacheprovider", *rest,
             "-m", both(marker, taken["markers"]), "-k", both(KEYWORDS, taken["keywords"]), f"--junitxml={junitxml}"]
 
 
@@ -66,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--junitxml", required=True, help="the rerun's own report")
     args = parser.parse_args(own)
     cmd = command(args.marker, args.junitxml, given)
-    print("ISA-capped rerun:", " ".join(f"{k}={v}" for k, v in CAPS.items()), *cmd[1:], flush=True)
+    print("ISA-capped rerun:", " ".join(f"{k}={v}" for k, v in CAPS.items()), *cmd, flush=True)
     code = subprocess.call(cmd, env={**os.environ, **CAPS})
     if code == NO_TESTS:
         print("ISA-capped rerun: the given selection leaves no CPU bf16 test to rerun")

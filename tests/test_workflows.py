@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import configparser
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
@@ -277,6 +278,15 @@ def test_the_isa_capped_rerun_ands_the_given_selection_and_keeps_its_own_report(
     assert "--update-baselines" in update and "x.xml" not in update
     assert last(update, "-m") == "slow and not gpu"
     assert last(update, "-k") == "(resnet) and (cpu_precisions and amp_bf16)"
+
+
+def test_the_isa_capped_rerun_runs_the_pytest_on_path_not_its_own_interpreters(tmp_path, monkeypatch):
+    """tox runs the script with the environment's python; perf-torch's own venv is empty (it runs in the
+    torch environment's interpreter, first on PATH), so ``python -m pytest`` there finds no pytest."""
+    script = ci_script("isa_capped")
+    fake_tool(tmp_path, "pytest", "exit 0\n")
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    assert script.command("not gpu", "c.xml", [])[:2] == [str(tmp_path / "pytest"), "perf_tests"]
 
 
 CAPPED_TEST = """
