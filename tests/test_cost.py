@@ -133,6 +133,11 @@ def test_a_measuring_test_reports_its_cost_in_junit_and_the_summary(pytester: py
     ])
     # what `dlperf summary` shows of it (pytest_dlperf.reports.cost)
     assert costs_of([report, report]) == [("test_mine.py::test_mine", found)]
+    # another framework's run lists the same test as skipped, at no cost: the run that measured it counts
+    skipped = pytester.path / "skipped.xml"
+    measured = props["test_mine.py::test_mine::dlperf.cost"] or ""
+    skipped.write_text(report.read_text(encoding="utf-8").replace(measured, "wall=0.000 children=0"), encoding="utf-8")
+    assert costs_of([report, skipped]) == costs_of([skipped, report]) == [("test_mine.py::test_mine", found)]
     markdown = cost_markdown(costs_of([report]))
     assert markdown[:2] == ["### Where the time went", ""] and markdown[6].startswith("| `test_mine.py::test_mine` |")
     assert markdown[4].split(" | ")[:3] == ["| test", "wall s", "import"]
