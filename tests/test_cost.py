@@ -175,3 +175,15 @@ def test_xdist_workers_costs_reach_the_controllers_summary(pytester: pytest.Pyte
                                  "0 children*", "costliest tests*wall s*children"])
     rows = [line for line in result.stdout.lines if line.startswith("test_figures.py::test_figures[")]
     assert len([row for row in rows if "::fp32" not in row]) == 3  # the others are the dlperf summary's
+
+
+def test_a_skipped_test_adds_no_cost_line(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_figures=NO_CHILD_TEST + """
+def test_no_device(dlperf):
+    pytest.skip("no GPU")
+""")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--junitxml=report.xml")
+    result.assert_outcomes(passed=4, skipped=1)
+    result.stdout.fnmatch_lines(["dlperf: where the time went: * s in 3 tests using dlperf, 0 children*"])
+    props = [p.get("name") for p in ET.parse(pytester.path / "report.xml").iter("property")]
+    assert not [name for name in props if str(name).startswith("test_figures.py::test_no_device")]

@@ -10,6 +10,7 @@ import pytest
 from pytest_dlperf import cost
 
 RECORDER_KEY = pytest.StashKey[cost.Recorder]()
+SKIPPED_KEY = pytest.StashKey[bool]()
 PLUGIN_NAME = "dlperf-cost"
 
 
@@ -33,9 +34,12 @@ class CostProfile:
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
         """The cost to the end of the teardown joins the teardown report's properties (which carry them all)."""
         recorder = item.stash.get(RECORDER_KEY, None)
-        if recorder is not None and call.when == "teardown":
+        if recorder is not None and call.when == "teardown" and not item.stash.get(SKIPPED_KEY, False):
             item.user_properties.append((cost.PROPERTY, recorder.cost(end=call.stop).text()))
-        return (yield)
+        report: pytest.TestReport = yield
+        if report.skipped and call.when != "teardown":
+            item.stash[SKIPPED_KEY] = True  # a skipped test measured nothing: no cost line to count
+        return report
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Any:
