@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -772,6 +774,31 @@ def test_record_resumes_with_the_recordings_still_missing_and_keeps_every_entry(
     assert len(entries[gone]["throughput"]["runs"]) == 2 and other.read_bytes() == kept
 
 
+def test_record_runs_tox_m_perf_by_default_and_estimates_from_its_last_reports(pytester, capfd, monkeypatch):
+    """A stand-in for tox writes its report where tox -m perf does; one left half-written is passed over."""
+    pytester.makepyfile(test_suite=RECORDED_SUITE)
+    tox = pytester.path / "tox"
+    tox.write_text(f"#!/bin/sh\nexec {shlex.join(SUITE)} --junitxml=reports/perf-torch.xml\n", encoding="utf-8")
+    tox.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{pytester.path}{os.pathsep}{os.environ['PATH']}")
+    subprocess.run([str(tox)], env={**os.environ, "DLPERF_UPDATE_BASELINES": "1"}, check=True, capture_output=True)
+    mine = pytester.path / "baselines" / f"{hardware_key('cpu')}.json"
+    data = json.loads(mine.read_text(encoding="utf-8"))
+    for figure in data["entries"].values():
+        figure["throughput"]["runs"] *= 2  # two recordings made
+    mine.write_text(json.dumps(data), encoding="utf-8")
+    (pytester.path / "reports" / "perf-tf.xml").write_text("<testsuites><testsuite", encoding="utf-8")
+    capfd.readouterr()
+
+    assert cli.main(["record"]) == 0
+    out = capfd.readouterr().out
+    assert "1 recording to make" in out and "each recording is one run of: DLPERF_UPDATE_BASELINES=1 tox -m perf" in out
+    assert "estimated time: about " in out and "cost profile of 1 report of an earlier run" in out
+    assert "recording 1 of 1\n" in out and "none more to make" in out
+    entries = json.loads(mine.read_text(encoding="utf-8"))["entries"]
+    assert [len(figure["throughput"]["runs"]) for figure in entries.values()] == [3, 3]
+
+
 def test_record_says_there_is_nothing_to_record_when_every_figure_has_its_runs(pytester, capfd):
     baseline_file(pytester.path / "baselines", {"test_a.py::test_a::fp32@smoke": 3,
                                                "test_b.py::test_b::fp32@smoke": 5}, hardware_key("cpu"))
@@ -801,11 +828,22 @@ def test_record_with_a_bad_command_stops_with_what_to_do(pytester, capfd, kind):
         assert out.rstrip().endswith(f"resume with: dlperf record -- {sys.executable} -c 'raise SystemExit(3)'")
 
 
+def test_record_interrupted_by_ctrl_c_says_how_to_resume(pytester, capfd):
+    """Ctrl-C reaches the recorder and the command alike; here the command sends it to the recorder alone."""
+    interrupt = "import os, signal, time; time.sleep(0.3); os.kill(os.getppid(), signal.SIGINT)"
+    assert cli.main(["record", "--", sys.executable, "-c", interrupt]) == 130
+    last = capfd.readouterr().out.rstrip().splitlines()[-1]
+    assert last.startswith("dlperf record: interrupted in recording 1 after ")
+    assert last.endswith(f"; the runs it recorded are kept; resume with: dlperf record -- {sys.executable} -c "
+                         f"'{interrupt}'")
+
+
 def test_record_without_tox_says_how_to_get_it_or_what_to_give_instead(pytester, capfd, monkeypatch):
     monkeypatch.setenv("PATH", str(pytester.path))
     assert cli.main(["record"]) == 2
-    assert capfd.readouterr().err == ("dlperf record: error: tox is not on PATH: install it (python3 -m pip install "
-                                      "tox), or give the suite's command after --: dlperf record -- pytest perf_tests\n")
+    assert capfd.readouterr().err == ("dlperf record: error: tox is not on PATH: install it (python3 -m pip "
+                                      "install tox), or give the suite's command after --: dlperf record -- "
+                                      "pytest perf_tests\n")
 
 
 def test_record_takes_the_whole_command_after_the_double_dash():

@@ -76,24 +76,27 @@ def recordings_needed(runs: Mapping[Figure, Sequence[object]]) -> int:
     return max(RECORDINGS - min(len(r) for r in runs.values()), 0)
 
 
-def profiled_seconds(reports: Sequence[Path]) -> tuple[float, int]:
+def profiled_seconds(reports: Sequence[Path], strict: bool = True) -> tuple[float, int]:
     """One recording's seconds by the cost profile of an earlier run's ``reports``, and how many had one.
-    Each report is a pytest run of its own: an ISA-capped rerun repeats tests its first run measured."""
-    found = [s for s in map(run_seconds, reports) if s is not None]
+    Each report is a pytest run of its own: an ISA-capped rerun repeats tests its first run measured.
+    Not ``strict``: a report that cannot be read is left out (a run killed while writing it)."""
+    found = []
+    for path in reports:
+        try:
+            seconds = run_seconds(path)
+        except ReportError:
+            if strict:
+                raise
+            continue
+        if seconds is not None:
+            found.append(seconds)
     return sum(found), len(found)
 
 
 def default_reports() -> list[Path]:
-    """The default command's reports of its last run here, those that can be read."""
+    """The default command's reports of its last run here."""
     folder, pattern = DEFAULT_REPORTS
-    readable = []
-    for path in sorted(Path(folder).glob(pattern)):
-        try:
-            run_seconds(path)
-        except ReportError:  # a run killed while writing it: no estimate from it, and no reason to stop
-            continue
-        readable.append(path)
-    return readable
+    return sorted(Path(folder).glob(pattern))
 
 
 def check_command(command: Sequence[str], default: bool) -> None:
@@ -134,11 +137,12 @@ def _examples(figures: set[Figure], shown: int = 3) -> str:
     return "; ".join(names) + ("; ..." if len(figures) > shown else "")
 
 
-def record(command: Sequence[str], directory: Path, out: TextIO, resume: str, reports: Sequence[Path] = (),
-           default: bool = False) -> int:
+def record(command: Sequence[str], directory: Path, out: TextIO, resume: str,
+           profile: tuple[float, int] = (0.0, 0), default: bool = False) -> int:
     """Run ``command`` as recordings until every figure it records has :data:`RECORDINGS` runs; the exit
     status: 0 done (or nothing to do), a failed recording's own, :data:`INTERRUPTED` on Ctrl-C.
-    ``resume``: the command line that continues; ``reports``: an earlier run's, for the time estimate."""
+    ``resume``: the command line that continues; ``profile``: :func:`profiled_seconds` of an earlier run;
+    ``default``: ``command`` is :data:`DEFAULT_COMMAND`."""
 
     def say(text: str) -> None:
         print(f"dlperf record: {text}", file=out, flush=True)
@@ -163,7 +167,7 @@ def record(command: Sequence[str], directory: Path, out: TextIO, resume: str, re
             "to make")
     shown = f"{UPDATE}=1 {shlex.join(command)}"
     say(f"each recording is one run of: {shown}")
-    per_run, profiled = profiled_seconds(reports)
+    per_run, profiled = profile
     if profiled:
         say(f"estimated time: about {duration(remaining * per_run)} ({remaining} x {duration(per_run)}, the "
             f"tests' time in the cost profile of {count(profiled, 'report')} of an earlier run; start-up comes "

@@ -173,11 +173,14 @@ def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_record(args: argparse.Namespace, out: TextIO) -> int:
     default = not args.suite
     command = list(recording.DEFAULT_COMMAND) if default else list(args.suite)
-    reports = expand(args.estimate_from) if args.estimate_from else recording.default_reports() if default else []
+    if args.estimate_from:
+        profile = recording.profiled_seconds(expand(args.estimate_from))
+    else:
+        profile = recording.profiled_seconds(recording.default_reports() if default else [], strict=False)
     resume = ["dlperf", "record", *(["--baseline-dir", args.baseline_dir] if args.baseline_dir else []),
               *(["--estimate-from", *args.estimate_from] if args.estimate_from else []),
               *(["--", *args.suite] if args.suite else [])]
-    return recording.record(command, Path(args.baseline_dir or "baselines"), out, shlex.join(resume), reports,
+    return recording.record(command, Path(args.baseline_dir or "baselines"), out, shlex.join(resume), profile,
                             default)
 
 
