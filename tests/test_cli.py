@@ -764,7 +764,7 @@ def test_record_resumes_with_the_recordings_still_missing_and_keeps_every_entry(
            "2 recordings to make" in out
     assert "estimated time: about " in out and "cost profile of 1 report of an earlier run" in out
     assert "recording 1 of 2\n" in out and "recording 2 of 2\n" in out and "recording 3" not in out
-    assert "1 figure in these files not recorded by this command" in out and gone in out
+    assert "not waited for: 1 figure in these files that this command does not record" in out and gone in out
     assert "recording 1 done in " in out and "1 more to make, about " in out and "none more to make" in out
     assert "done: every figure this command records has 3 or more recorded runs" in out
     entries = json.loads(mine.read_text(encoding="utf-8"))["entries"]
@@ -826,6 +826,12 @@ def test_record_with_a_bad_command_stops_with_what_to_do(pytester, capfd, kind):
     else:
         assert expected in out and "stated when the first ends" in out
         assert out.rstrip().endswith(f"resume with: dlperf record -- {sys.executable} -c 'raise SystemExit(3)'")
+
+
+def test_record_with_a_report_it_cannot_read_names_it(pytester, capfd):
+    (pytester.path / "last.xml").write_text("not xml", encoding="utf-8")
+    assert cli.main(["record", "--estimate-from", "last.xml", "--", sys.executable, "-c", "pass"]) == 2
+    assert capfd.readouterr().err.startswith("dlperf record: error: last.xml: not valid XML")
 
 
 def test_record_interrupted_by_ctrl_c_says_how_to_resume(pytester, capfd):

@@ -197,9 +197,10 @@ def record(command: Sequence[str], directory: Path, out: TextIO, resume: str,
             return INTERRUPTED
         took = time.monotonic() - began
         if code:
-            say(f"recording {done} failed with exit status {code} after {duration(took)}; the runs it recorded "
+            status = code if code > 0 else 128 - code  # killed by signal -code, as a shell reports it
+            say(f"recording {done} failed with exit status {status} after {duration(took)}; the runs it recorded "
                 f"are kept; fix what failed, then resume with: {resume}")
-            return code
+            return status
         after = read_runs(directory, keys)
         recorded = {f for f, r in after.items() if runs.get(f) != r}
         if not recorded:
@@ -210,8 +211,8 @@ def record(command: Sequence[str], directory: Path, out: TextIO, resume: str,
                 f"{UPDATE} reaching pytest (tox: pass_env = DLPERF_*)")
         others = set(after) - recorded - waived
         if others:
-            say(f"{count(len(others), 'figure')} in these files not recorded by this command (other tests', "
-                f"profiles' or selections', or removed tests') keep their runs and are not waited for: "
+            say(f"kept as they are and not waited for: {count(len(others), 'figure')} in these files that this "
+                f"command does not record (other tests', profiles' or selections', or removed tests'): "
                 f"{_examples(others)}")
             waived |= others
         runs = after
