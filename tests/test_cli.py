@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +14,7 @@ from xml.sax.saxutils import quoteattr
 import pytest
 from junitparser import JUnitXml
 
+from pytest_dlperf.child.environment import hardware_key
 from pytest_dlperf.reports import cli
 from pytest_dlperf.reports.junit import read_reports
 from pytest_dlperf.reports.records import direction_of
@@ -707,3 +711,148 @@ def test_version_is_the_package_s(capsys):
     with pytest.raises(SystemExit) as exit_:
         cli.main(["--version"])
     assert exit_.value.code == 0 and capsys.readouterr().out == f"dlperf {__version__}\n"
+
+
+# --- record ------------------------------------------------------------------------------------
+
+#: A suite whose figures cost nothing to measure: each recording of it takes a second or two.
+RECORDED_SUITE = """
+import pytest
+from pytest_dlperf.child.environment import hardware_key
+from pytest_dlperf.result import TrainingResult, metric_from
+
+@pytest.mark.parametrize("rate", [100.0, 200.0])
+def test_figures(dlperf, rate):
+    s = dlperf.scenario("torch", "resnet18", rounds=3)
+    metrics = {"throughput": metric_from("throughput", [rate] * 3, "samples/s")}
+    dlperf.check(TrainingResult(s, metrics, [2.0, 1.0], {"hardware_key": hardware_key("cpu")}))
+"""
+SUITE = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"]
+
+
+def baseline_file(path: Path, entries: dict[str, int], key: str) -> Path:
+    """A baseline file of ``key`` with one throughput per entry, recorded in that many runs."""
+    figures = {entry: {"throughput": {"value": 1.0, "unit": "samples/s", "direction": "higher",
+                                      "runs": [{"value": 1.0, "recorded": f"2026-01-0{i + 1}T00:00:00Z"}
+                                               for i in range(runs)]}}
+               for entry, runs in entries.items()}
+    path.mkdir(parents=True, exist_ok=True)
+    target = path / f"{key}.json"
+    target.write_text(json.dumps({"format": 2, "hardware_key": key, "hardware": {}, "entries": figures}, indent=2),
+                      encoding="utf-8")
+    return target
+
+
+def test_record_resumes_with_the_recordings_still_missing_and_keeps_every_entry(pytester, capfd):
+    """The first of three recordings was made before an interruption: ``dlperf record`` makes the other two,
+    each a pytest session of its own, and keeps the entries it does not record (another test's, another
+    machine's)."""
+    pytester.makepyfile(test_suite=RECORDED_SUITE)
+    key = hardware_key("cpu")
+    gone = "test_gone.py::test_gone::fp32@smoke"
+    mine = baseline_file(pytester.path / "baselines", {gone: 2}, key)
+    other = baseline_file(pytester.path / "baselines", {gone: 1}, "cpu-another-machine-4cpu-avx2")
+    kept = other.read_bytes()
+    pytester.runpytest_subprocess("-p", "no:cacheprovider", "--update-baselines", "--junitxml=first.xml"
+                                  ).assert_outcomes(passed=2)
+    capfd.readouterr()
+
+    code = cli.main(["record", "--estimate-from", "first.xml", "--", *SUITE])
+    out = capfd.readouterr().out
+    assert code == 0, out
+    assert f"3 figures of 3 in baselines/{key}.json have fewer than 3 recorded runs (the fewest 1): " \
+           "2 recordings to make" in out
+    assert "estimated time: about " in out and "cost profile of 1 report of an earlier run" in out
+    assert "recording 1 of 2\n" in out and "recording 2 of 2\n" in out and "recording 3" not in out
+    assert "not waited for: 1 figure in these files that this command does not record" in out and gone in out
+    assert "recording 1 done in " in out and "1 more to make, about " in out and "none more to make" in out
+    assert "done: every figure this command records has 3 or more recorded runs" in out
+    entries = json.loads(mine.read_text(encoding="utf-8"))["entries"]
+    recorded = [m["throughput"]["runs"] for entry, m in entries.items() if entry != gone]
+    assert len(recorded) == 2 and all(len(runs) == 3 for runs in recorded)
+    assert all(len({run["session"] for run in runs}) == 3 for runs in recorded)  # three sessions
+    assert len(entries[gone]["throughput"]["runs"]) == 2 and other.read_bytes() == kept
+
+
+def test_record_runs_tox_m_perf_by_default_and_estimates_from_its_last_reports(pytester, capfd, monkeypatch):
+    """A stand-in for tox writes its report where tox -m perf does; one left half-written is passed over."""
+    pytester.makepyfile(test_suite=RECORDED_SUITE)
+    tox = pytester.path / "tox"
+    tox.write_text(f"#!/bin/sh\nexec {shlex.join(SUITE)} --junitxml=reports/perf-torch.xml\n", encoding="utf-8")
+    tox.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{pytester.path}{os.pathsep}{os.environ['PATH']}")
+    subprocess.run([str(tox)], env={**os.environ, "DLPERF_UPDATE_BASELINES": "1"}, check=True, capture_output=True)
+    mine = pytester.path / "baselines" / f"{hardware_key('cpu')}.json"
+    data = json.loads(mine.read_text(encoding="utf-8"))
+    for figure in data["entries"].values():
+        figure["throughput"]["runs"] *= 2  # two recordings made
+    mine.write_text(json.dumps(data), encoding="utf-8")
+    (pytester.path / "reports" / "perf-tf.xml").write_text("<testsuites><testsuite", encoding="utf-8")
+    capfd.readouterr()
+
+    assert cli.main(["record"]) == 0
+    out = capfd.readouterr().out
+    assert "1 recording to make" in out and "each recording is one run of: DLPERF_UPDATE_BASELINES=1 tox -m perf" in out
+    assert "estimated time: about " in out and "cost profile of 1 report of an earlier run" in out
+    assert "recording 1 of 1\n" in out and "none more to make" in out
+    entries = json.loads(mine.read_text(encoding="utf-8"))["entries"]
+    assert [len(figure["throughput"]["runs"]) for figure in entries.values()] == [3, 3]
+
+
+def test_record_says_there_is_nothing_to_record_when_every_figure_has_its_runs(pytester, capfd):
+    baseline_file(pytester.path / "baselines", {"test_a.py::test_a::fp32@smoke": 3,
+                                               "test_b.py::test_b::fp32@smoke": 5}, hardware_key("cpu"))
+    code = cli.main(["record", "--", sys.executable, "-c", "raise SystemExit(9)"])  # not run
+    out = capfd.readouterr().out
+    assert code == 0
+    assert out.startswith(f"dlperf record: nothing to record: every one of the 2 figures in "
+                          f"baselines/{hardware_key('cpu')}.json has 3 or more recorded runs")
+
+
+@pytest.mark.parametrize("kind", ["no such program", "records nothing", "fails"])
+def test_record_with_a_bad_command_stops_with_what_to_do(pytester, capfd, kind):
+    command, code, expected = {
+        "no such program": (["dlperf-no-such-program", "-x"], 2, "'dlperf-no-such-program' is not a program "
+                            "that can be run here; give the suite's command after --, e.g. dlperf record -- "
+                            "pytest perf_tests"),
+        "records nothing": ([sys.executable, "-c", "pass"], 2, "added no run to any figure of this machine"),
+        "fails": ([sys.executable, "-c", "raise SystemExit(3)"], 3, "recording 1 failed with exit status 3 after "),
+    }[kind]
+    assert cli.main(["record", "--", *command]) == code
+    out, err = capfd.readouterr()
+    assert "no figure of this machine" in out or kind == "no such program"
+    if code == 2:
+        assert err.startswith("dlperf record: error: ") and err.count("\n") == 1 and expected in err, err
+    else:
+        assert expected in out and "stated when the first ends" in out
+        assert out.rstrip().endswith(f"resume with: dlperf record -- {sys.executable} -c 'raise SystemExit(3)'")
+
+
+def test_record_with_a_report_it_cannot_read_names_it(pytester, capfd):
+    (pytester.path / "last.xml").write_text("not xml", encoding="utf-8")
+    assert cli.main(["record", "--estimate-from", "last.xml", "--", sys.executable, "-c", "pass"]) == 2
+    assert capfd.readouterr().err.startswith("dlperf record: error: last.xml: not valid XML")
+
+
+def test_record_interrupted_by_ctrl_c_says_how_to_resume(pytester, capfd):
+    """Ctrl-C reaches the recorder and the command alike; here the command sends it to the recorder alone."""
+    interrupt = "import os, signal, time; time.sleep(0.3); os.kill(os.getppid(), signal.SIGINT)"
+    assert cli.main(["record", "--", sys.executable, "-c", interrupt]) == 130
+    last = capfd.readouterr().out.rstrip().splitlines()[-1]
+    assert last.startswith("dlperf record: interrupted in recording 1 after ")
+    assert last.endswith(f"; the runs it recorded are kept; resume with: dlperf record -- {sys.executable} -c "
+                         f"'{interrupt}'")
+
+
+def test_record_without_tox_says_how_to_get_it_or_what_to_give_instead(pytester, capfd, monkeypatch):
+    monkeypatch.setenv("PATH", str(pytester.path))
+    assert cli.main(["record"]) == 2
+    assert capfd.readouterr().err == ("dlperf record: error: tox is not on PATH: install it (python3 -m pip "
+                                      "install tox), or give the suite's command after --: dlperf record -- "
+                                      "pytest perf_tests\n")
+
+
+def test_record_takes_the_whole_command_after_the_double_dash():
+    args = cli.build_parser().parse_args(["record", "--baseline-dir", "b", "--", "tox", "-m", "perf", "--", "-k", "x"])
+    assert args.suite == ["tox", "-m", "perf", "--", "-k", "x"] and args.baseline_dir == "b"
+    assert cli.build_parser().parse_args(["record"]).suite == []

@@ -278,6 +278,20 @@ def test_this_machines_key_names_its_isa_level() -> None:
     assert key.startswith("cpu-") and key.endswith(f"cpu-{environment.isa_level()}")
 
 
+def test_this_cpus_keys_are_its_own_then_each_that_a_cap_gives(monkeypatch) -> None:
+    """``dlperf record`` reads every file this CPU's figures can go to: the ISA-capped reruns' too."""
+    ident = {"vendor": "GenuineIntel", "family": "6", "model": "143", "flags": AVX512_BF16}
+    monkeypatch.setattr(environment, "cpu_identity", lambda: ident)
+    monkeypatch.setattr(environment, "cpu_model", lambda: "Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz")
+    keys = environment.cpu_keys()
+    assert keys[0] == environment.hardware_key("cpu")
+    assert [key.rsplit("cpu-", 1)[1] for key in keys] == ["avx512bf16", "avx512-capped", "avx2-capped",
+                                                          "avx-capped", "sse4-capped"]
+    for name, value in CAP.items():
+        monkeypatch.setenv(name, value)
+    assert environment.hardware_key("cpu") == keys[1]
+
+
 def test_a_machine_without_baselines_names_the_other_hardware_it_will_not_compare(tmp_path) -> None:
     import json
 

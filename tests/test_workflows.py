@@ -10,6 +10,7 @@ from __future__ import annotations
 import configparser
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -259,6 +260,30 @@ def test_the_isa_capped_reruns_receive_the_arguments_given_after_the_double_dash
     for env, line in reruns.items():
         assert line.rstrip().endswith(" -- {posargs}"), f"{env}: the ISA-capped rerun does not get the posargs"
         assert "--marker " in line and " -m " not in line, env
+
+
+def test_every_pytest_run_of_tox_m_perf_records_when_dlperf_record_asks():
+    """``dlperf record`` sets DLPERF_UPDATE_BASELINES=1, and a user may give ``-- --update-baselines``: each
+    pytest run of tox -m perf gets both, its environment passing DLPERF_* and its command ending with the
+    posargs."""
+    ini = tox_ini()
+    labels = dict(line.split("=", 1) for line in ini["tox"]["labels"].strip().splitlines())
+    perf = {env.strip() for env in next(v for k, v in labels.items() if k.strip() == "perf").split(",")}
+    assert "DLPERF_*" in ini["testenv"]["pass_env"].split()
+    seen, runs = set(), 0
+    for section in ini.sections():
+        factors = re.fullmatch(r"testenv:([^{]*)\{([^}]*)\}(.*)", section)
+        names = ({factors[1] + f + factors[3] for f in factors[2].split(",")} if factors
+                 else {section.removeprefix("testenv:")})
+        if not section.startswith("testenv:") or not names & perf:
+            continue
+        seen |= names & perf
+        assert "DLPERF_*" in ini[section].get("pass_env", "DLPERF_*").split(), section
+        for line in ini[section].get("commands", "").splitlines():
+            if line.strip().startswith(("pytest", "{[isa_capped]run}")):
+                runs += len(names & perf)
+                assert line.rstrip().endswith(" {posargs}"), f"{section}: {line.strip()} does not get the posargs"
+    assert seen == perf and runs == 12
 
 
 def last(cmd: list[str], option: str) -> str:

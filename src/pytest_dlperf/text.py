@@ -38,3 +38,15 @@ def number(value: float | None, unit: str = "", missing: str = "-") -> str:
 def escape(text: object) -> str:
     """``text`` safe in HTML, quotes included (it goes into attributes too)."""
     return html.escape(str(text), quote=True)
+
+
+def duration(seconds: float) -> str:
+    """A span of time as a person reads it: ``45 s``, ``12 min 5 s``, ``1 h 3 min``."""
+    whole = max(round(seconds), 0)
+    if whole < 60:
+        return f"{whole} s"
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes} min" + (f" {secs} s" if secs else "")
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h" + (f" {minutes} min" if minutes else "")

@@ -175,12 +175,25 @@ def hardware_key(device: str) -> str:
                 name += f" {round(found[0].memory_mib / 1024)}gb"
             return f"gpu-{slug(name)}-x{len(found)}"
         return "gpu-unknown"
+    return _cpu_key(isa_level(), native_isa())
+
+
+def _cpu_key(level: str, native: str) -> str:
     model = re.sub(r"\((r|tm)\)|cpu|@.*$", "", cpu_model().lower())
     ident = cpu_identity()
     number = f"-f{ident['family']}m{ident['model']}" if ident["family"] and ident["model"] else ""
-    level, native = isa_level(), native_isa()
     capped = "-capped" if level != native else ""
     return f"cpu-{slug(model)}{number}-{usable_cpus()}cpu-{level}{capped}"
+
+
+def cpu_keys() -> list[str]:
+    """Every key this CPU's figures can be filed under: its own level's first, then each lower level's,
+    which an ISA cap gives them (the ISA-capped reruns)."""
+    native = native_isa()
+    if native not in _LEVEL_NAMES:
+        return [_cpu_key(native, native)]
+    lower = reversed(_LEVEL_NAMES[:_LEVEL_NAMES.index(native)])
+    return [_cpu_key(native, native)] + [_cpu_key(level, native) for level in lower]
 
 
 def isa_cap_values(environ: Any = None) -> list[str]:

@@ -46,6 +46,10 @@ FORMAT = 2
 READABLE_FORMATS = (1, 2)
 #: The most runs a figure's history keeps.
 HISTORY = 10
+#: The recorded runs a new machine type gives each figure (``dlperf record``): a figure is judged from
+#: its first, borrowing its kind's noise, and three give it two degrees of freedom of its own
+#: (docs/verdicts.md); more narrow its gate further, as later recordings add them.
+RECORDINGS = 3
 
 
 class BaselineFileError(Exception):
@@ -117,11 +121,11 @@ def with_new_run(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[
     merged = {k: v for k, v in new.items() if k != "restart"}
     if old and not new.get("restart") and old.get("unit") == new.get("unit") \
             and old.get("direction") == new.get("direction"):
-        merged["runs"] = (list(_runs(old)) + list(new["runs"]))[-HISTORY:]
+        merged["runs"] = (list(runs_of(old)) + list(new["runs"]))[-HISTORY:]
     return merged
 
 
-def _runs(rec: Mapping[str, Any]) -> list[dict[str, Any]]:
+def runs_of(rec: Mapping[str, Any]) -> list[dict[str, Any]]:
     """A record's runs; a format 1 record is its one run."""
     if "runs" in rec:
         return list(rec["runs"])
@@ -250,7 +254,7 @@ class BaselineStore:
             iqr=float(rec.get("iqr", 0.0)),
             software=rec.get("software", {}),
             recorded=rec.get("recorded", ""),
-            runs=tuple(float(r["value"]) for r in _runs(rec)),
+            runs=tuple(float(r["value"]) for r in runs_of(rec)),
         )
 
     def noise(self, hardware_key: str) -> MachineNoise:

@@ -9,23 +9,30 @@
     dlperf html REPORT.xml|RUNDIR [...] --out DIR        one self-contained page, with history over runs
                 [--history REPORT.xml|DIR|BASELINE.json ...]  plus change points over those runs
     dlperf history REPORT.xml|DIR|BASELINE.json [...]    each figure's change points over runs
+    dlperf record [--baseline-dir DIR] [--estimate-from REPORT.xml|DIR ...] [-- COMMAND ...]
+                                                         record this machine type's baselines: the suite's
+                                                         command (tox -m perf) run until each figure has
+                                                         its recorded runs; run it again to resume
 
 This module parses the arguments and writes the output; each command's work is in a module of its own:
 :mod:`.junit` (merge), :mod:`.summary` and :mod:`.brief`, :mod:`.compare`, :mod:`.plots`, :mod:`.html_report`,
-:mod:`.history`.
+:mod:`.history`, :mod:`pytest_dlperf.recording` (record).
 
-Exit codes: 0 fine, 1 ``compare`` found a metric worse than the tolerance, 2 bad input.
+Exit codes: 0 fine, 1 ``compare`` found a metric worse than the tolerance, 2 bad input; ``record`` exits with
+a failed recording's own status.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Callable, Sequence, TextIO
 
-from pytest_dlperf import __version__
+from pytest_dlperf import __version__, recording
+from pytest_dlperf.judging.baselines import RECORDINGS, BaselineFileError
 from pytest_dlperf.reports import history
 from pytest_dlperf.reports.brief import brief_markdown
 from pytest_dlperf.reports.changepoints import MAX_PVALUE
@@ -161,6 +168,22 @@ def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+# --- record --------------------------------------------------------------------------------------
+
+def cmd_record(args: argparse.Namespace, out: TextIO) -> int:
+    default = not args.suite
+    command = list(recording.DEFAULT_COMMAND) if default else list(args.suite)
+    if args.estimate_from:
+        profile = recording.profiled_seconds(expand(args.estimate_from))
+    else:
+        profile = recording.profiled_seconds(recording.default_reports() if default else [], strict=False)
+    resume = ["dlperf", "record", *(["--baseline-dir", args.baseline_dir] if args.baseline_dir else []),
+              *(["--estimate-from", *args.estimate_from] if args.estimate_from else []),
+              *(["--", *args.suite] if args.suite else [])]
+    return recording.record(command, Path(args.baseline_dir or "baselines"), out, shlex.join(resume), profile,
+                            default)
+
+
 # --- entry point ---------------------------------------------------------------------------------
 
 def _reading(sub: argparse._SubParsersAction, name: str, says: str, func: Callable[[argparse.Namespace, TextIO], int],
@@ -239,6 +262,21 @@ def build_parser() -> argparse.ArgumentParser:
                  "testsuite timestamp, else the file's mtime), or baselines/<key>.json with 'runs'")
     p.add_argument("--changed-only", action="store_true", help="list only the figures that changed")
     _max_pvalue_option(p, "0.01 finds more steps and more false ones: docs/history.md")
+
+    p = sub.add_parser("record", help=f"record this machine type's baselines: run the suite's command, each time "
+                       f"as a new process, until every figure has {RECORDINGS} recorded runs; run it again after an "
+                       "interruption to continue", description="Record this machine type's baselines: the suite's "
+                       "command runs with DLPERF_UPDATE_BASELINES=1 as many times as its figures still need. "
+                       "Give the command after --, e.g. dlperf record -- pytest perf_tests -m 'not slow'.")
+    p.add_argument("--baseline-dir", metavar="DIR",
+                   help="the folder of baseline files the command's pytest runs write (default baselines/, as "
+                   "pytest's default at the rootdir: run this from there)")
+    p.add_argument("--estimate-from", nargs="+", default=[], metavar="REPORT.xml|DIR",
+                   help="JUnit reports of an earlier run of the same command here: their cost profile estimates "
+                   "each recording's time (default for tox -m perf: reports/perf-*.xml)")
+    p.add_argument("suite", nargs="*", metavar="COMMAND",
+                   help=f"after --: the suite's command (default: {shlex.join(recording.DEFAULT_COMMAND)})")
+    p.set_defaults(func=cmd_record)
     return parser
 
 
@@ -246,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args, sys.stdout))
-    except ReportError as exc:
+    except (ReportError, BaselineFileError, recording.RecordingError) as exc:
         print(f"dlperf {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as exc:  # reading is checked in junit.load; this is writing the output

@@ -33,6 +33,13 @@ def costs_of(paths: Iterable[str | Path]) -> list[tuple[str, cost.Cost]]:
     return list(found.items())
 
 
+def run_seconds(path: str | Path) -> float | None:
+    """The tests' seconds in the pytest run that wrote report ``path``, by its cost profile (each test once);
+    None for a report without a profile."""
+    costs = costs_of([path])
+    return sum(c.wall for _, c in costs) if costs else None
+
+
 def cost_markdown(costs: Sequence[tuple[str, cost.Cost]], top: int = cost.TOP) -> list[str]:
     """The run's seconds per phase and the ``top`` costliest tests with their split; nothing without a profile."""
     if not costs:
