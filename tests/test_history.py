@@ -4,16 +4,23 @@ series with known steps (the rates docs/history.md quotes) and on real reports w
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import os
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import pytest
 
+from pytest_dlperf.judging import baselines
+from pytest_dlperf.judging.gates import Policy
+from pytest_dlperf.judging.judge import judge
 from pytest_dlperf.reports import changepoints, cli, history
+from pytest_dlperf.result import TrainingResult, metric_from
+from pytest_dlperf.scenario import Scenario
 from pytest_dlperf.figures import AB_FIELDS, LABEL_FIELDS, METRIC_FIELDS, PAIRED_FIELDS
 
 DATA = Path(__file__).parent / "data" / "perf-torch.xml"
@@ -225,6 +232,53 @@ def test_history_of_baseline_runs(tmp_path, capsys) -> None:
                      r"run (1[012]) \(2026-11-\1 00:00\)\s+\+\d+\.\d% "
                      r"\(better\)\s+yes", out), out
     assert "step_time" not in out  # no runs recorded: nothing to follow (the step is at run 11, +-1 run)
+
+
+def record_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, values: Sequence[float],
+                unit: str = "samples/s") -> Path:
+    """Each of ``values`` recorded as one ``--update-baselines`` run of one throughput, as the plugin records
+    it (judge, stage, flush; a run beyond its gate starts the judged runs again), minutes apart."""
+    clock = (dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc) + dt.timedelta(minutes=i) for i in itertools.count())
+    monkeypatch.setattr(baselines, "_now", lambda: next(clock).isoformat().replace("+00:00", "Z"))
+    for value in values:
+        result = TrainingResult(Scenario("torch", "resnet18"),
+                                {"throughput": metric_from("throughput", [value * 0.995, value, value * 1.005], unit)},
+                                [], {"hardware_key": "cpu-test-2cpu", "framework": "torch"})
+        store = baselines.BaselineStore(tmp_path)
+        judge(store, "perf_tests/test_a.py::test_b", "default", [("fp32", result.throughput, result)], Policy(0.05),
+              update=True)
+        store.flush()
+    return tmp_path / "cpu-test-2cpu.json"
+
+
+def test_history_of_a_baseline_file_finds_the_change_its_recordings_accepted(tmp_path, monkeypatch, capsys) -> None:
+    """30 recorded runs, 15% slower from the 16th: that run was beyond its gate, so it started the judged runs
+    again; the runs before it are kept for history, and dlperf history of the file finds the change there."""
+    rng = np.random.default_rng(5)
+    values = [float(v) for v in np.r_[100 * (1 + 0.01 * rng.standard_normal(15)),
+                                      85 * (1 + 0.01 * rng.standard_normal(15))]]
+    path = record_runs(tmp_path, monkeypatch, values)
+    assert cli.main(["history", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"test_a\.py::test_b::fp32@default throughput\s+30\s+.*run 16 \(2026-11-01 \d\d:\d\d\)\s+"
+                     r"-1[456]\.\d% \(worse\)\s+yes", out), out
+
+
+def test_the_verdict_judges_the_newest_runs_and_history_keeps_more(tmp_path, monkeypatch) -> None:
+    values = [100.0 + i % 3 for i in range(baselines.KEPT_RUNS + 5)]
+    path = record_runs(tmp_path, monkeypatch, values)
+    rec = json.loads(path.read_text())["entries"]["perf_tests/test_a.py::test_b::fp32@default"]["throughput"]
+    assert [r["value"] for r in rec["runs"]] == values[-baselines.JUDGED_RUNS:]
+    assert [r["value"] for r in rec["older_runs"]] == values[-baselines.KEPT_RUNS:-baselines.JUDGED_RUNS]
+    judged = baselines.BaselineStore(tmp_path)
+    assert judged.lookup("cpu-test-2cpu", "perf_tests/test_a.py::test_b::fp32@default", "throughput").runs == \
+        tuple(values[-baselines.JUDGED_RUNS:])
+    assert [len(f.logs) for f in judged.noise("cpu-test-2cpu").figures.values()] == [baselines.JUDGED_RUNS]
+    assert baselines.KEPT_RUNS >= 2 * changepoints.min_runs()
+
+    record_runs(tmp_path, monkeypatch, [100.0], unit="batches/s")  # another quantity: its history starts anew
+    rec = json.loads(path.read_text())["entries"]["perf_tests/test_a.py::test_b::fp32@default"]["throughput"]
+    assert len(rec["runs"]) == 1 and "older_runs" not in rec
 
 
 def test_html_report_shows_a_chart_per_changed_figure(tmp_path, capsys) -> None:

@@ -267,11 +267,13 @@ def test_update_then_compare_round_trip(pytester: pytest.Pytester) -> None:
     assert not [p for p in baseline_file(pytester).parent.iterdir() if p.name.endswith(".tmp")]
 
     assert data["format"] == 2 and len(entry["throughput"]["runs"]) == 1
-    # A second recording adds a run to each figure's history (the gate's noise comes from it).
+    # A second recording adds a run to each figure's history (the gate's noise comes from it); on a busy
+    # machine it may land beyond the gate and start the judged runs again, the first kept in older_runs.
     run(pytester, "--update-baselines").assert_outcomes(passed=1)
     again = json.loads(baseline_file(pytester).read_text())["entries"]["test_train.py::test_train::fp32@smoke"]
     runs = again["throughput"]["runs"]
-    assert len(runs) == 2 and runs[0] == entry["throughput"]["runs"][0], "the first run's record was lost"
+    kept = again["throughput"].get("older_runs", []) + runs
+    assert len(kept) == 2 and kept[0] == entry["throughput"]["runs"][0], "the first run's record was lost"
     assert again["throughput"]["value"] == runs[-1]["value"]
 
     # Compared now (the verdict itself depends on this machine's noise; tests below force one).

@@ -9,15 +9,20 @@ Layout of ``baselines/<hardware-key>.json`` (sorted keys, two-space indent)::
                       "n": ..., "iqr": ..., "samples": [...],   (the latest run's rounds)
                       "runs": [{"value": ..., "recorded": "2026-11-22T23:59:00Z", "session": "...",
                                 "host": "..." (files keyed by a counting model: the host that counted)}, ...],
+                      "older_runs": [runs of the same shape, for dlperf history only],
                       "software": {...}, "recorded": "2026-11-22T23:59:00Z"}}}}
 
-``runs`` is the figure's history, oldest first, at most :data:`HISTORY` runs: every
-``--update-baselines`` run adds one, and a run recorded beyond the figure's gate (a real change,
-accepted by recording it) starts the history again. ``session`` names the pytest run that recorded
-it, so the noise model can tell one run's common shift from each figure's own noise. Format 1 files
-(no ``runs``) are read as one recorded run per figure. Recording a test drops the metrics its entry
-holds that the test no longer writes (stale ones), of the measure it recorded: a counted run
-(``--dlperf-measure=instructions``) leaves the timed figures alone, and a timed run the counts.
+``runs`` are the runs a figure is judged against and its noise is learned from: the newest
+:data:`JUDGED_RUNS` since its history last started again. Every ``--update-baselines`` run adds one, and a
+run recorded beyond the figure's gate (a real change, accepted by recording it) starts them again.
+``session`` names the pytest run that recorded it, so the noise model can tell one run's common shift
+from each figure's own noise. ``older_runs`` (oldest first) keeps the runs that left ``runs``, pushed out
+by the cap or by a new start, up to :data:`KEPT_RUNS` runs in all: only ``dlperf history`` reads them, so
+that a series long enough to find a change point is kept where users keep their figures; a change of
+unit or direction drops them too. Format 1 files (no ``runs``) are read as one recorded run per figure.
+Recording a test drops the metrics its entry holds that the test no longer writes (stale ones), of the
+measure it recorded: a counted run (``--dlperf-measure=instructions``) leaves the timed figures alone,
+and a timed run the counts.
 
 Writing re-reads the file under an exclusive lock and merges, so entries of tests
 that did not run, and of other machines, are never lost, and two pytest processes
@@ -44,8 +49,11 @@ from pytest_dlperf.judging.noise import MachineNoise
 FORMAT = 2
 #: The formats this version reads (1: no run history).
 READABLE_FORMATS = (1, 2)
-#: The most runs a figure's history keeps.
-HISTORY = 10
+#: The newest runs a figure is judged against and its noise learned from (``runs``).
+JUDGED_RUNS = 10
+#: The most runs a figure's record keeps, ``runs`` and ``older_runs`` together: more than twice the 17 runs
+#: a series needs for ``dlperf history`` to find a change point (reports.changepoints.min_runs).
+KEPT_RUNS = 40
 #: The recorded runs a new machine type gives each figure (``dlperf record``): a figure is judged from
 #: its first, borrowing its kind's noise, and three give it two degrees of freedom of its own
 #: (docs/verdicts.md); more narrow its gate further, as later recordings add them.
@@ -114,14 +122,24 @@ def record_for(metric: Metric, software: Mapping[str, Any], restart: bool = Fals
 
 
 def with_new_run(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[str, Any]:
-    """``new`` (one run, from :func:`record_for`) added to ``old``'s history, at most :data:`HISTORY` runs.
+    """``new`` (one run, from :func:`record_for`) added to ``old``'s runs, the newest :data:`JUDGED_RUNS` of
+    them judged, those before kept in ``older_runs`` up to :data:`KEPT_RUNS` runs in all.
 
-    The history starts again where ``new`` says so, or where unit or direction changed (a figure
-    that no longer means what its history measured)."""
+    The judged runs start again where ``new`` says so (the runs before stay in ``older_runs``), and the
+    whole history where unit or direction changed (a figure that no longer means what it measured)."""
     merged = {k: v for k, v in new.items() if k != "restart"}
-    if old and not new.get("restart") and old.get("unit") == new.get("unit") \
-            and old.get("direction") == new.get("direction"):
-        merged["runs"] = (list(runs_of(old)) + list(new["runs"]))[-HISTORY:]
+    runs, older = list(new["runs"]), []
+    if old and old.get("unit") == new.get("unit") and old.get("direction") == new.get("direction"):
+        older = list(old.get("older_runs", []))
+        if new.get("restart"):
+            older += runs_of(old)
+        else:
+            runs = runs_of(old) + runs
+    older += runs[:-JUDGED_RUNS]
+    merged["runs"] = runs[-JUDGED_RUNS:]
+    older = older[max(0, len(older) + len(merged["runs"]) - KEPT_RUNS):]
+    if older:
+        merged["older_runs"] = older
     return merged
 
 
@@ -163,9 +181,10 @@ def validate(path: Path, data: Any) -> dict[str, Any]:
             samples = rec.get("samples", [])
             if not isinstance(samples, list) or not all(_number(v) for v in samples):
                 raise _fail(path, f"{where} has 'samples' that are not a list of numbers")
-            runs = rec.get("runs", [])
-            if not isinstance(runs, list) or not all(isinstance(r, dict) and _number(r.get("value")) for r in runs):
-                raise _fail(path, f"{where} has 'runs' that are not a list of objects with a finite 'value'")
+            for listing in ("runs", "older_runs"):
+                runs = rec.get(listing, [])
+                if not isinstance(runs, list) or not all(isinstance(r, dict) and _number(r.get("value")) for r in runs):
+                    raise _fail(path, f"{where} has '{listing}' that are not a list of objects with a finite 'value'")
     return data
 
 

@@ -3,7 +3,8 @@
 A *series* is one figure (hardware key, test, scenario label, metric) over the runs that recorded
 it, oldest first: the reports of several runs of the same suite (every ``*.xml`` under a folder, a
 run's time the earliest ``timestamp`` of its test suites, else the file's modification time), or a
-baseline file's recorded ``runs`` (``baselines/<key>.json``: ``{"value": ..., "recorded": ...}``).
+baseline file's recorded ``older_runs`` and ``runs`` (``baselines/<key>.json``: ``{"value": ...,
+"recorded": ...}``).
 
 Change points are found by E-divisive means (:mod:`.changepoints`); only the newest ``WINDOW`` runs
 are analysed (the test costs O(n^3) per shuffle). docs/history.md gives the false-alarm and
@@ -149,6 +150,10 @@ def _baseline_points(path: Path) -> list[tuple[FigureId, str, str | None, Point]
             runs = rec.get("runs") if isinstance(rec, dict) else None
             if not isinstance(runs, list):
                 continue  # a baseline recorded before run history was kept
+            older = rec.get("older_runs", [])  # the runs no longer judged against, kept for history
+            if not isinstance(older, list):
+                raise ReportError(f"{path}: entry {key!r} metric {metric!r}: 'older_runs' is not a list of runs")
+            runs = older + runs
             for i, run in enumerate(runs):
                 value = run.get("value") if isinstance(run, dict) else None
                 when = utc_time(str(run.get("recorded", ""))) if isinstance(run, dict) else None
