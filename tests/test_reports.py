@@ -4,6 +4,7 @@ benchmarks, and the same summary under pytest-xdist (pytester)."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -127,6 +128,80 @@ def test_pytest_benchmark_compares_and_fails_on_the_scenarios(pytester: pytest.P
     output = pytest.LineMatcher(result.outlines + result.errlines)
     output.fnmatch_lines(["*Performance has regressed*"])
     output.fnmatch_lines(["*test_figures[[]100.0[]]::fp32*median*"])
+
+
+#: Scenarios of one round, three rounds, and no rounds at all (a distributed job: its steps' times).
+CONSUMERS_TEST = """
+import pytest
+from pytest_dlperf.child.environment import hardware_key
+from pytest_dlperf.result import LOWER, TrainingResult, metric_from
+
+ENV = {"hardware_key": hardware_key("cpu"), "framework": "torch", "framework_version": "0.0-figures"}
+
+@pytest.mark.parametrize("rounds", [1, 3])
+def test_rounds(dlperf, rounds):
+    s = dlperf.scenario("torch", "resnet18", image_size=32, batch_size=4, rounds=rounds, steps_per_round=2)
+    times = [0.08 * (1 + 0.1 * i) for i in range(rounds)]
+    metrics = {"throughput": metric_from("throughput", [8 / t for t in times], "samples/s")}
+    dlperf.check(TrainingResult(s, metrics, [2.0, 1.0], ENV, {"round_seconds": times}))
+
+def test_steps_only(dlperf):
+    s = dlperf.scenario("torch", "resnet18", image_size=32, batch_size=4, rounds=3, steps_per_round=1)
+    steps = [0.04, 0.05, 0.045]
+    metrics = {"step_time": metric_from("step_time", steps, "s", LOWER),
+               "throughput": metric_from("throughput", [4 / t for t in steps], "samples/s")}
+    dlperf.check(TrainingResult(s, metrics, [2.0, 1.0], ENV, {}))
+"""
+
+#: What github-action-benchmark's ``pytest`` tool reads of each benchmark: src/extract.ts, extractPytestResult.
+GITHUB_ACTION_BENCHMARK = {"fullname": str, "stats.ops": float, "stats.stddev": float, "stats.mean": float,
+                           "stats.rounds": int}
+#: What Bencher's ``python_pytest`` adapter reads: lib/bencher_adapter/src/adapters/python/pytest.rs, struct Pytest.
+BENCHER_TOP = {"machine_info": dict, "commit_info": dict, "benchmarks": list}
+BENCHER = {"fullname": str, "stats.median": float, "stats.iqr": float}
+
+
+def _field(entry: dict, path: str) -> object:
+    for part in path.split("."):
+        entry = entry[part]
+    return entry
+
+
+def _has_type(value: object, kind: type) -> bool:
+    """JSON's types as the parsers take them: a finite number for float (Rust's f64 -> Decimal refuses
+    anything else), an integral one for int, never a bool."""
+    if isinstance(value, bool):
+        return False
+    if kind is float:
+        return isinstance(value, (int, float)) and math.isfinite(value)
+    return isinstance(value, kind)
+
+
+def test_the_benchmark_json_has_what_github_action_benchmark_and_bencher_read(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_consumers=CONSUMERS_TEST)
+    run(pytester, "--benchmark-json=bench.json").assert_outcomes(passed=3)
+
+    def refuse(constant: str) -> None:  # JSON.parse and serde_json both refuse NaN and Infinity
+        raise AssertionError(f"bench.json holds {constant}, which is not JSON")
+
+    bench = json.loads((pytester.path / "bench.json").read_text(), parse_constant=refuse)
+    for name, kind in BENCHER_TOP.items():
+        assert _has_type(bench.get(name), kind), (name, bench.get(name))
+    entries = {b.get("fullname"): b for b in bench["benchmarks"]}
+    assert sorted(entries) == ["test_consumers.py::test_rounds[1]::fp32", "test_consumers.py::test_rounds[3]::fp32",
+                               "test_consumers.py::test_steps_only::fp32"]  # an empty list fails the action
+    for fullname, entry in entries.items():
+        for path, kind in {**GITHUB_ACTION_BENCHMARK, **BENCHER}.items():
+            assert _has_type(_field(entry, path), kind), (fullname, path, _field(entry, path))
+        assert 0 < len(fullname.encode()) <= 1024  # Bencher's BenchmarkName
+        stats = entry["stats"]
+        # the action shows ops as iter/sec, bigger is better: steps per second; Bencher reads the median
+        # and IQR as seconds (latency in ns)
+        assert stats["ops"] == pytest.approx(1 / stats["mean"]) and stats["min"] <= stats["median"] <= stats["max"]
+        assert stats["stddev"] >= 0 and stats["iqr"] >= 0
+    assert entries["test_consumers.py::test_rounds[3]::fp32"]["stats"]["median"] == pytest.approx(0.088 / 2)
+    assert entries["test_consumers.py::test_rounds[1]::fp32"]["stats"]["rounds"] == 1
+    assert entries["test_consumers.py::test_steps_only::fp32"]["stats"]["median"] == pytest.approx(0.045)
 
 
 @pytest.mark.slow
