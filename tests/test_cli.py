@@ -667,7 +667,8 @@ def test_summary_brief_of_a_folder_is_the_verdict_with_a_link(tmp_path, capsys):
     code, out, err = run(capsys, "summary", "--brief", str(run_dir), "--link", "https://ci.example/runs/7")
     assert code == 0, err
     assert out.splitlines()[:3] == full.splitlines()[:3] and out.splitlines()[2].startswith("**FAILED: 1 regression")
-    assert "| fp32 | throughput | 90 img/s | 100 img/s | -10.0% |" in out
+    assert "<br>fp32 throughput<br>paired: amp_vs_fp32 speedup" in out
+    assert "| 90\u00a0img/s | 100\u00a0img/s | **-10.0%** |" in out
     assert out.endswith("Full report: https://ci.example/runs/7\n") and "### `" not in out  # no per-test tables
 
 

@@ -1,19 +1,28 @@
 """``dlperf summary --brief``: a run's verdict as Markdown short enough for a pull-request comment.
 
-The summary's verdict line first, then what failed (failed tests, each regression beyond its noise with
-observed, baseline, change and gate), the A/B ratios with their intervals, one line counting what was
-not judged, and a link to the full report. Long lists end in an "and N more" line, so that the whole
+The summary's verdict line first, then the failed tests that no regression row shows, the A/B ratios
+with their intervals, each regression beyond its noise (observed, baseline, change and gate), one line
+counting what was not judged, and a link to the full report. Long lists end in an "and N more" line, so that the whole
 stays within :data:`BUDGET` characters whatever the size of the run.
+
+Its tables are narrower than the summary's, for the width of a comment: GitHub draws a table no wider
+than the comment and scrolls the rest out of sight, and a column is never narrower than its longest
+unbreakable word, which a test id is. So the test id shares one column with what was measured, breaks
+after its ``/`` and ``::`` and before its ``[`` (``<wbr>``, which copies as nothing), and the numbers
+follow it; what every row shares (one machine, one reference) is said once above the table.
 """
 
 from __future__ import annotations
 
+import html
+import re
 from collections import Counter
 from typing import Sequence
 
 from pytest_dlperf.reports import digest
-from pytest_dlperf.reports.records import TestRecord
-from pytest_dlperf.reports.summary import AB_HEADER, FIGURE_HEADER, ab_row, ab_rows, cell, figure_row, headline_md
+from pytest_dlperf.reports.records import MetricRecord, TestRecord
+from pytest_dlperf.reports.summary import ab_rows, cell, gate_md, headline_md
+from pytest_dlperf.text import number, percent
 from pytest_dlperf.units import count
 
 #: GitHub refuses a comment body longer than this many characters.
@@ -29,6 +38,50 @@ _MORE_ROOM = 120
 def _clip(text: str, limit: int) -> str:
     first = (text.strip().splitlines() or [""])[0]
     return first if len(first) <= limit else first[: limit - 1] + "…"
+
+
+def code(text: str) -> str:
+    """``text`` (a test id, a hardware key) as inline code that may break after ``/`` and ``::`` and before
+    ``[``. Markdown still parses what an HTML tag holds, so what it would read as markup is escaped: a
+    backslash before each of ``\\`*_[]!~|`` (in a table, GFM's escape of a pipe), entities for ``<>&``."""
+    escaped = html.escape(text.replace("\n", " "), quote=False)
+    escaped = re.sub(r"([\\`*_\[\]!~|])", r"\\\1", escaped)
+    return "<code>" + re.sub(r"(?<=/)|(?<=::)|(?=\\\[)", "<wbr>", escaped) + "</code>"
+
+
+#: The brief's table of regressions: one row per figure, the test over what was measured.
+REGRESSION_HEADER = ["| test and figure | observed | baseline | change | ±\u00a0gate |",
+                     "| --- | ---: | ---: | ---: | --- |"]
+#: The brief's A/B table: one row per (test, scenario).
+AB_HEADER = ["| test and scenario | candidate / reference | 95% interval | process pairs | verdict |",
+             "| --- | ---: | --- | ---: | --- |"]
+
+
+def regression_row(m: MetricRecord, d: digest.Digest, scales: dict, with_hardware: bool) -> str:
+    factor, unit = scales.get((m.metric, m.unit), (1.0, m.unit))
+    where = f" on {code(m.hardware)}" if with_hardware and m.hardware else ""
+    paired = "".join(f"<br>paired: {cell(digest.paired_text(p))}" for p in digest.paired_evidence(m, d.figures))
+    baseline = m.baseline / factor if m.baseline is not None else None
+    observed, baseline_text = (number(v, unit).replace(" ", "\u00a0") for v in (m.value / factor, baseline))
+    return (f"| {code(m.test)}{where}<br>{cell(m.label)} {cell(m.metric)}{paired} | {observed} | {baseline_text} "
+            f"| **{percent(m.delta)}** | {gate_md(m)} |")
+
+
+def failed_line(t: TestRecord, with_hardware: bool) -> str:
+    where = f" on {code(t.hardware)}" if with_hardware and t.hardware else ""
+    return f"- {code(t.test)}{where}: {cell(_clip(t.message, MESSAGE_CHARS)) or '(no message)'}"
+
+
+def reference_of(fields: dict[str, str]) -> str:
+    return fields.get("reference_commit") or fields.get("reference_software", "")
+
+
+def ab_row(t: TestRecord, label: str, f: dict[str, str], with_reference: bool) -> str:
+    interval = "[" + ", ".join(f"{float(b):.3f}" for b in f.get("ab_interval", "").split()) + "]"
+    ratio = f"{float(f['ab_ratio']):.3f}x" if f.get("ab_ratio") else "-"
+    against = f"<br>against {cell(reference_of(f))}" if with_reference and reference_of(f) else ""
+    return (f"| {code(t.test)}<br>{cell(label)}{against} | {ratio} | {interval} | {f.get('ab_process_pairs', '-')} "
+            f"| {f.get('ab_verdict', '-')} |")
 
 
 class _Page:
@@ -94,18 +147,27 @@ def brief_markdown(tests: Sequence[TestRecord], link: str | None = None, not_run
         tail.append(f"Full report: {link}")
     page.left -= sum(len(line) + 2 for line in tail)
 
-    failed = d.failures["correctness"] + d.failures["other"]
-    ab = sorted(ab_rows(tests), key=lambda row: row[2].get("ab_verdict") != "regression")
     regressions = sorted(d.by_verdict("regression"), key=lambda m: digest.better_change(m) or 0)
+    # a test failed on performance is its regression rows, unless none shows it (the run as a whole, after
+    # its common shift): then it is listed, or the headline's FAILED would go unexplained
+    shown = {m.test for m in regressions}
+    failed = (d.failures["correctness"] + d.failures["other"]
+              + [t for t in d.failures["performance"] if t.test not in shown])
+    ab = sorted(ab_rows(tests), key=lambda row: row[2].get("ab_verdict") != "regression")
+    references = {reference_of(fields) for _, _, fields in ab}
+    reference = [f"Reference: {next(iter(references))}", ""] if len(references) == 1 and "" not in references else []
+    machines = {m.hardware for m in regressions}
+    on = f" on {code(next(iter(machines)))}" if len(machines) == 1 and None not in machines else ""
     scales = digest.unit_scales(d.figures)
-    heading = (f"### {count(len(regressions), 'regression')} against the stored baselines (for information: "
+    heading = (f"### {count(len(regressions), 'regression')}{on} against the stored baselines (for information: "
                "in A/B mode they fail nothing)" if d.ab_verdicts else
-               f"### {count(len(regressions), 'regression')} beyond the figures' noise")
-    listings = [(["### Failed tests", ""],
-                 [f"- `{cell(t.test)}`" + (f" on `{cell(t.hardware)}`" if t.hardware else "")
-                  + f": {cell(_clip(t.message, MESSAGE_CHARS)) or '(no message)'}" for t in failed], "failed test"),
-                (["### A/B against the reference", "", *AB_HEADER], [ab_row(*row) for row in ab], "comparison"),
-                ([heading, "", *FIGURE_HEADER], [figure_row(m, d, scales) for m in regressions], "regression")]
+               f"### {count(len(regressions), 'regression')} beyond the figures' noise{on}")
+    several = len({t.hardware for t in failed}) > 1
+    listings = [(["### Failed tests", ""], [failed_line(t, several) for t in failed], "failed test"),
+                (["### A/B against the reference", "", *reference, *AB_HEADER],
+                 [ab_row(*row, with_reference=not reference) for row in ab], "comparison"),
+                ([heading, "", *REGRESSION_HEADER], [regression_row(m, d, scales, not on) for m in regressions],
+                 "regression")]
     listings = [listing for listing in listings if listing[1]]
     for i, (head, rows, noun) in enumerate(listings):  # each list an equal share; what one leaves, the next gets
         page.listing(head, rows, noun, share=page.left // (len(listings) - i))

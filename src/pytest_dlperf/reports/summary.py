@@ -28,7 +28,7 @@ def cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _gate_md(m: MetricRecord) -> str:
+def gate_md(m: MetricRecord) -> str:
     """The gate as ``±x%``, with n=1 and "cannot detect" marked."""
     gate = digest.gate_of(m)
     return (f"±{gate:.0%}" if gate is not None else "-") + "".join(f" ⚠️{x}" for x in digest.marks_of(m))
@@ -47,7 +47,7 @@ def figure_row(m: MetricRecord, d: digest.Digest, scales: dict) -> str:
     return (f"| `{cell(m.test)}` | `{cell(m.hardware or '-')}` | {cell(m.label)} | {cell(m.metric)} "
             f"| {_num(m.value / factor, unit)} "
             f"| {_num(m.baseline / factor if m.baseline is not None else None, unit)} "
-            f"| {_pct(m.delta)} | {_gate_md(m)} | {cell(paired)} |")
+            f"| {_pct(m.delta)} | {gate_md(m)} | {cell(paired)} |")
 
 
 def _figure_rows_md(ms: Sequence[MetricRecord], d: digest.Digest, scales: dict) -> list[str]:
@@ -168,7 +168,7 @@ def summary_markdown(tests: Sequence[TestRecord]) -> str:
             verdict = VERDICT_MARK.get(m.verdict or "", m.verdict or "recorded")
             baseline = _num(m.baseline / scale) if m.baseline is not None else "-"
             lines.append(f"| {cell(m.label)} | {cell(m.metric)} | {observed} | {cell(unit)} | {baseline} "
-                         f"| {_pct(m.delta)} | {verdict} | {_gate_md(m)} | `{cell(m.hardware or '-')}` |")
+                         f"| {_pct(m.delta)} | {verdict} | {gate_md(m)} | `{cell(m.hardware or '-')}` |")
         lines.append("")
     if verdicts["missing"] or verdicts["improvement"]:
         lines.append("Missing baselines or improvements: record them with the *update baselines* workflow "
