@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 
@@ -311,6 +312,32 @@ def test_no_figure_sets_the_shift_it_is_judged_after(figures) -> None:
     assert all(v.shift is None or log_change(v.observed, v.baseline) != v.shift for v in after)
     if figures == 3:
         assert not shifts and [v.status for v in after] == [REGRESSION, REGRESSION, OK]
+
+
+def test_a_verdict_at_a_figures_check_stands_after_the_shift() -> None:
+    """Every quiet figure 35% slower: each fails at its check, and the shift of the others, which takes
+    the loss out of it, does not turn that into a pass. One figure unchanged while the others moved 9%:
+    no change at its check (the shift's spread counted there) stays no change, though after the shift
+    of the others it reads 9% slower, its interval reaching past the tolerance."""
+    values = suite(random.Random(52), figures=10, runs=5, noise=0.01, shift=0.0)
+    checks, _, after = judged(values, {k: centre(v) * 0.65 for k, v in values.items()})
+    assert all(v.status == REGRESSION for v in checks) and all(v.status == REGRESSION for v in after)
+    now = {k: centre(v) * (1.0 if k == "t0" else 1.09) for k, v in values.items()}
+    checks, shifts, after = judged(values, now)
+    assert checks[0].status == OK and shifts[0].status == OK
+    assert after[0].shift == pytest.approx(math.log(1.09), abs=0.01) and after[0].interval[0] < -1 / 11
+    assert after[0].status == OK
+
+
+def test_twins_set_no_shift_of_a_run() -> None:
+    """Two figures, each judged twice over (a compile time and its total): two figures, too few for a
+    shift of the run."""
+    values = suite(random.Random(53), figures=2, runs=5, noise=0.01, shift=0.0)
+    checks, _, _ = judged(values, {k: centre(v) * 0.9 for k, v in values.items()})
+    totals = [dataclasses.replace(v, metric="throughput_total") for v in checks]
+    noise = MachineNoise.build(HW, entries(values))
+    shifts, after = judge_run([*checks, *totals], lambda _: noise, "dlperf::run")
+    assert not shifts and all(v.shift is None for v in after)
 
 
 def test_an_unchanged_run_passes_as_a_whole() -> None:
