@@ -21,7 +21,7 @@ Sections, per machine type and kind:
 - ``memory``: per framework, a peak memory 8% larger in each held-out run, one figure at a time, and
   the gates it meets; and a run of one test whose memory is 9% larger.
 
-    python bench/calibration.py > bench/results/cpu2-calibration-<date>.txt
+    python bench/calibration.py > bench/results/calibration-<date>.txt
 """
 
 from __future__ import annotations
