@@ -31,7 +31,7 @@ import random
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from pytest_dlperf.judging import run_shift
 from pytest_dlperf.judging.baselines import Baseline
@@ -106,10 +106,19 @@ def runs_of_reports(folders: list[Path], baseline: Path) -> list[dict[tuple[str,
 
 
 ALPHA = [0.05]
+#: The noise model of the last history judged.
+MODELS: dict[tuple, MachineNoise] = {}
 
 
-def judge(facts: dict, history: list[dict], new: dict, injected: dict[tuple[str, str], float]) -> dict[str, Any]:
-    """The plugin's verdicts on ``new`` (scaled by ``injected``) against ``history`` as recorded runs."""
+def judge(facts: dict, history: list[dict], new: dict, injected: dict[tuple[str, str], float],
+          hardware: str | None = None, tolerance: float | None = None, family: float | None = None,
+          only: Callable[[tuple[str, str]], bool] | None = None) -> dict[str, Any]:
+    """The plugin's verdicts on ``new`` (scaled by ``injected``) against ``history`` as recorded runs, on
+    ``hardware`` at the profile's ``tolerance`` and the run's level ``family`` (else :data:`SETTINGS`, :data:`ALPHA`);
+    ``only``: the figures the run judges (a run of a few tests), the others teaching the noise model alone."""
+    hardware = hardware or str(SETTINGS["hardware"])
+    tolerance = tolerance if tolerance is not None else float(SETTINGS["tolerance"])
+    family = family if family is not None else ALPHA[0]
     keys = [k for k in new if all(k in h for h in history)]
     entries: dict[str, dict[str, Any]] = {}
     for key, name in keys:
@@ -118,10 +127,16 @@ def judge(facts: dict, history: list[dict], new: dict, injected: dict[tuple[str,
             "value": history[-1][(key, name)], "unit": f["unit"], "direction": f["direction"],
             "software": f["software"], "runs": [{"value": h[(key, name)], "session": f"s{i}"}
                                                 for i, h in enumerate(history)]}
-    noise = MachineNoise.build(SETTINGS["hardware"], entries)
+    built = (hardware, tuple(id(h) for h in history), tuple(keys))
+    if built not in MODELS:  # the same history judged again with other figures made worse
+        MODELS.clear()
+        MODELS[built] = MachineNoise.build(hardware, entries)
+    noise = MODELS[built]
+    if only is not None:
+        keys = [k for k in keys if only(k)]
     judged = sum(1 for key, name in keys if noise.figures.get((key, name)) and
                  noise.figures[(key, name)].kind != EXACT)
-    alpha = family_alpha(judged, "check", ALPHA[0])
+    alpha = family_alpha(judged, "check", family)
     verdicts = []
     for key, name in keys:
         f = facts[(key, name)]
@@ -135,11 +150,11 @@ def judge(facts: dict, history: list[dict], new: dict, injected: dict[tuple[str,
         base = Baseline(value=runs[-1], unit=f["unit"], direction=f["direction"], samples=(), iqr=0.0,
                         software=f["software"], recorded="", runs=runs)
         follows = noise.follows(key, name)
-        v = compare(key, "", metric, base, tolerance_for(name, SETTINGS["tolerance"]), f["software"],
+        v = compare(key, "", metric, base, tolerance_for(name, tolerance), f["software"],
                     spread=noise.spread(key, name, framework, kind), alpha=alpha,
                     shared=noise.unknown_shift(framework, kind, key, name), kind=kind)
-        verdicts.append(v.__class__(**{**v.__dict__, "hardware": SETTINGS["hardware"], "follows_shift": follows}))
-    shifts, after = run_shift.judge_run(verdicts, lambda hw: noise, "dlperf::run", ALPHA[0])
+        verdicts.append(v.__class__(**{**v.__dict__, "hardware": hardware, "follows_shift": follows}))
+    shifts, after = run_shift.judge_run(verdicts, lambda hw: noise, "dlperf::run", family)
     return {"check": verdicts, "after": after, "shifts": shifts}
 
 

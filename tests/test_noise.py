@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 
 import pytest
 
 from pytest_dlperf.child import environment
-from pytest_dlperf.judging.gates import family_alpha
-from pytest_dlperf.judging.noise import EXACT, PRIORS, SHIFT_PRIORS, MachineNoise, squeeze
+from pytest_dlperf.judging.gates import family_alpha, t_quantile
+from pytest_dlperf.judging.noise import EXACT, PRIORS, SHIFT_PRIORS, STILL_LEVEL, MachineNoise, squeeze
 from pytest_dlperf.judging.run_shift import judge_run
-from pytest_dlperf.judging.verdict import INCONCLUSIVE, OK, REGRESSION, compare
+from pytest_dlperf.judging.verdict import INCONCLUSIVE, OK, REGRESSION, compare, log_change
 from pytest_dlperf.judging.baselines import Baseline
 from pytest_dlperf.result import metric_from
 
@@ -57,12 +58,14 @@ def test_runs_without_session_ids_are_placed_from_the_latest() -> None:
 
 
 def test_figures_alike_lend_each_other_many_degrees_of_freedom() -> None:
+    """40 figures alike lend each other more than their own runs hold (even 200 cannot tell a weight of 13
+    from infinity: the belief about d0 keeps it finite); the 40 figures that differ below lend under 1."""
     rng = random.Random(5)
     alike = MachineNoise.build(HW, entries(suite(rng, figures=40, noise=0.03, shift=0.0)))
     kind = alike.kind("torch", "throughput")
-    assert kind.df > 8 and kind.sd == pytest.approx(0.03, rel=0.3)
+    assert kind.df > 5 and kind.sd == pytest.approx(0.03, rel=0.3)
     spread = alike.spread("t0", "throughput", "torch", "throughput")
-    assert spread.df > 10  # not the 2 df of its own three runs
+    assert spread.df > 7  # not the 2 df of its own three runs
 
 
 def test_figures_that_differ_lend_few() -> None:
@@ -70,7 +73,7 @@ def test_figures_that_differ_lend_few() -> None:
     values = {f"t{i}": [100 * math.exp(rng.gauss(0, sd)) for _ in range(3)]
               for i, sd in enumerate([0.002, 0.01, 0.05, 0.2] * 10)}
     kind = MachineNoise.build(HW, entries(values)).kind("torch", "throughput")
-    assert kind.df < 5
+    assert kind.df < 1
 
 
 def test_squeeze_recovers_a_known_prior() -> None:
@@ -85,6 +88,66 @@ def test_squeeze_recovers_a_known_prior() -> None:
     assert fitted is not None
     assert math.sqrt(fitted[0]) == pytest.approx(s0, rel=0.1) and fitted[1] == pytest.approx(d0, rel=0.35)
     assert squeeze([0.01, 0.02], [2, 2]) is None
+
+
+def test_the_prior_weight_fitted_on_a_dozen_figures_is_stable() -> None:
+    """Issue 45: limma's moment estimate of d0 assumes thousands of figures; on a dozen it swung between
+    about 1 and infinity, and the t quantile a figure is judged at with it between 4 and 17. Forty draws of
+    12 figures (2 df each) from one kind (d0 = 8, s0 = 4%): the quantile at 1e-4 moves by under a half
+    between the 10th and the 90th draw (by moments: 2.5 to 4.7 times)."""
+    rng = random.Random(45)
+    d0, s0 = 8, 0.04
+    def chi2(df: int) -> float:
+        return sum(rng.gauss(0, 1) ** 2 for _ in range(df))
+
+    kind = [s0 ** 2 * d0 / chi2(d0) * chi2(2) / 2 for _ in range(400)]
+    quantiles = []
+    for _ in range(40):
+        fitted = squeeze(rng.sample(kind, 12), [2.0] * 12)
+        assert fitted is not None
+        quantiles.append(t_quantile(1 - 1e-4, fitted[1] + 2))
+    quantiles.sort()
+    assert quantiles[35] / quantiles[4] < 1.8
+
+
+def test_a_figure_never_sets_the_shift_taken_out_of_it() -> None:
+    """Issue 45: with three figures a session (the H200's), the median shift was one figure's own change,
+    so its runs after the shifts agreed to nothing (GPT AMP's 4.5% became 0.3-0.5%). Each figure's shift is
+    now the median of the others, and needs three of them: in 200 kinds of three figures 4.5% noisy, in
+    sessions 5% apart, a figure's own spread falls under a quarter of its noise about as often as three
+    runs alone make it (6%), not for the median figure of every kind."""
+    rng = random.Random(47)
+    collapsed = 0
+    for _ in range(200):
+        noise = MachineNoise.build(HW, entries(suite(rng, figures=3, noise=0.045, shift=0.05)))
+        collapsed += sum(s.sd < 0.045 / 4 for s in noise.own.values())
+    assert collapsed / 600 < 0.12
+
+
+def test_twins_count_once() -> None:
+    """A compile time and the total compile time of a single compilation repeat each other run for run:
+    two tests' four such figures are two figures to the model, too few to take a session's shift
+    out of either, and their kind is moderated towards the stated prior, not fitted to itself."""
+    rng = random.Random(48)
+    values = suite(rng, figures=2, noise=0.05, shift=0.10)
+    files = entries(values, metric="compile_time", unit="s", direction="lower")
+    for key in values:
+        files[key]["compile_time_total"] = {**files[key]["compile_time"]}
+    noise = MachineNoise.build(HW, files)
+    assert len(noise.figures) == 4
+    assert not any(noise.shifts[("torch", "compile_time")].values())
+    assert "stated cpu prior and 2 figures" in noise.kind("torch", "compile_time").source
+
+
+def test_a_gpu_figure_that_follows_its_shifts_is_taken_for_still_within_its_level() -> None:
+    """Issue 45: on a GPU, a kind of 20 figures that all follow its shifts had 0.9-1.2% of them taken for
+    still by chance, and those are judged without the run's shift, so they fail a run whose shift moves
+    (3-6% of runs at a level of 0.008). 150 such kinds (own noise 1%, sessions 2% apart, three recorded
+    runs): the chance is held to STILL_LEVEL."""
+    rng = random.Random(49)
+    still = sum(len(MachineNoise.build(GPU, entries(suite(rng, figures=20, noise=0.01, shift=0.02))).still)
+                for _ in range(150))
+    assert still <= 3000 * STILL_LEVEL + 2
 
 
 def test_a_figure_whose_runs_hold_their_shift_adds_none() -> None:
@@ -141,9 +204,10 @@ def judged(values: dict[str, list[float]], now: dict[str, float], hw: str = HW, 
 GPU = "gpu-nvidia-h200-140gb-x1"
 
 
-def gpu_sessions(rng: random.Random, shifts=(0.08, -0.06, 0.0)) -> dict[str, list[float]]:
+def gpu_sessions(rng: random.Random, shifts=(0.08, -0.06, 0.0, 0.05)) -> dict[str, list[float]]:
     """A GPU's recorded runs: four figures bound by the host move with each session's shift (1% of
-    their own), two bound by the device repeat to 0.1% whatever the host does (strict FP32 beside AMP)."""
+    their own), two bound by the device repeat to 0.1% whatever the host does (strict FP32 beside AMP).
+    Four runs: with three, runs 0.1% apart beside shifts 7% apart are not yet odds of STILL_LEVEL."""
     host = {f"amp{i}": [1000 * (i + 1) * math.exp(s + rng.gauss(0, 0.01)) for s in shifts] for i in range(4)}
     device = {f"fp32_{i}": [100 * (i + 1) * math.exp(rng.gauss(0, 0.001)) for _ in shifts] for i in range(2)}
     return {**host, **device}
@@ -166,13 +230,12 @@ def test_figures_that_stay_put_while_their_kind_moves_are_judged_on_their_own_ru
     assert [v.test for v in after if v.status == REGRESSION] == ["fp32_1"]
 
 
-def test_figures_that_move_together_all_follow_their_shift() -> None:
-    """Every figure moves with its session (5%) beside its own 3%: on a GPU few are taken for still by
-    chance, on a CPU (where every figure runs on the cores the shift slows) none is."""
-    values = suite(random.Random(22), figures=60, noise=0.03, shift=0.05)
-    assert len(MachineNoise.build(GPU, entries(values)).still) <= 1
+def test_a_cpus_figures_all_follow_their_shift() -> None:
+    """On a CPU every figure runs on the cores the shift slows: even figures that repeat to 0.1% beside
+    shifts 7% apart, which a GPU takes for still, follow them."""
+    values = gpu_sessions(random.Random(21))
+    assert MachineNoise.build(GPU, entries(values)).still
     assert not MachineNoise.build(HW, entries(values)).still
-    assert not MachineNoise.build(HW, entries(gpu_sessions(random.Random(21)))).still
 
 
 def test_device_memory_is_a_kind_of_its_own() -> None:
@@ -235,6 +298,46 @@ def test_one_figure_is_judged_after_the_runs_shift() -> None:
     failing = [v.test for v in after if v.status == REGRESSION]
     assert failing == ["t3"]
     assert after[3].shift == pytest.approx(math.log(0.94), abs=0.03)
+
+
+@pytest.mark.parametrize("figures", [3, 5])
+def test_no_figure_sets_the_shift_it_is_judged_after(figures) -> None:
+    """Issue 45: the run's shift was the median of every figure of a kind, so it was one figure's own change,
+    whose residual was then zero by construction. Each figure is now judged after the median of the others,
+    and a kind needs more than three figures for a shift: no residual is zero, and with three figures (two
+    of them 40% slower) there is no shift and both fail."""
+    values = suite(random.Random(50), figures=figures, runs=5, noise=0.01, shift=0.0)
+    now = {k: centre(v) * (0.6 if i < figures // 2 + 1 else 1.0) for i, (k, v) in enumerate(values.items())}
+    _, shifts, after = judged(values, now)
+    assert all(v.shift is None or log_change(v.observed, v.baseline) != v.shift for v in after)
+    if figures == 3:
+        assert not shifts and [v.status for v in after] == [REGRESSION, REGRESSION, OK]
+
+
+def test_a_verdict_at_a_figures_check_stands_after_the_shift() -> None:
+    """Every quiet figure 35% slower: each fails at its check, and the shift of the others, which takes
+    the loss out of it, does not turn that into a pass. One figure unchanged while the others moved 9%:
+    no change at its check (the shift's spread counted there) stays no change, though after the shift
+    of the others it reads 9% slower, its interval reaching past the tolerance."""
+    values = suite(random.Random(52), figures=10, runs=5, noise=0.01, shift=0.0)
+    checks, _, after = judged(values, {k: centre(v) * 0.65 for k, v in values.items()})
+    assert all(v.status == REGRESSION for v in checks) and all(v.status == REGRESSION for v in after)
+    now = {k: centre(v) * (1.0 if k == "t0" else 1.09) for k, v in values.items()}
+    checks, shifts, after = judged(values, now)
+    assert checks[0].status == OK and shifts[0].status == OK
+    assert after[0].shift == pytest.approx(math.log(1.09), abs=0.01) and after[0].interval[0] < -1 / 11
+    assert after[0].status == OK
+
+
+def test_twins_set_no_shift_of_a_run() -> None:
+    """Two figures, each judged twice over (a compile time and its total): two figures, too few for a
+    shift of the run."""
+    values = suite(random.Random(53), figures=2, runs=5, noise=0.01, shift=0.0)
+    checks, _, _ = judged(values, {k: centre(v) * 0.9 for k, v in values.items()})
+    totals = [dataclasses.replace(v, metric="throughput_total") for v in checks]
+    noise = MachineNoise.build(HW, entries(values))
+    shifts, after = judge_run([*checks, *totals], lambda _: noise, "dlperf::run")
+    assert not shifts and all(v.shift is None for v in after)
 
 
 def test_an_unchanged_run_passes_as_a_whole() -> None:

@@ -8,20 +8,24 @@ Two things move a figure from one run to the next (docs/verdicts.md):
 - the figure's **own noise**, what is left after that shift.
 
 For each (framework, kind) of figure the recorded sessions' shifts are the median change of their
-figures against each figure's mean; the figure's own spread is measured after removing them, unless
-on a GPU its recorded runs say it does not move with them (:data:`FOLLOW_ODDS`: the figures bound by
-the device stay put while those bound by the host move with it). Own spreads of one kind are then
-moderated towards their kind, as limma's ``squeezeVar`` does (Smyth 2004): a prior variance and its
-weight ``d0`` are estimated from the spreads themselves, so a kind whose figures are alike lends each
-of them many degrees of freedom, and one whose figures differ lends few. A figure with one run has the
-prior alone; a kind with nothing recorded has a stated prior for its device class (:data:`PRIORS`).
+figures against each figure's mean: taken out of one figure, the median of the others, so that a figure's
+own change never sets the shift it is judged after; figures of one test that repeat each other run for run
+count once. On a GPU a figure whose recorded runs say it does not move with its kind's shifts is judged on
+its own runs (the figures bound by the device stay put while those bound by the host move with it), a
+choice held to :data:`STILL_LEVEL`. Own spreads of one kind are then moderated towards their kind, as
+limma's ``squeezeVar`` does (Smyth 2004): a prior variance and its weight ``d0`` are fitted to the spreads
+themselves (the most probable pair under limma's F model and a belief about ``d0`` that holds it where a
+few dozen figures say little), so a kind whose figures are alike lends each of them many degrees of
+freedom, and one whose figures differ lends few. A figure with one run has the prior alone; a kind with
+nothing recorded has a stated prior for its device class (:data:`PRIORS`). docs/verdicts.md tables how
+the model falls on runs it did not see (``bench/calibration.py``).
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 from scipy import optimize, special
@@ -52,15 +56,30 @@ SHIFT_PRIORS: dict[str, dict[str, float]] = {
 }
 #: What a stated prior weighs, in degrees of freedom.
 PRIOR_DF = 4.0
+#: A kind's prior weight d0 is believed log-normal about this centre with this spread (log scale) before
+#: its figures are seen: a dozen figures of 2 df each cannot tell d0 = 20 from infinity, nor 1 from 3, and
+#: limma's moment estimate swings between them. The two numbers are those under which runs the model did
+#: not see fall as it says (docs/verdicts.md, calibration).
+D0_CENTRE = 3.0
+D0_SPREAD = 0.7
+#: Where the fit stops: a weight of e^20 degrees of freedom is the normal's.
+LOG_D0_MAX = 20.0
+#: A kind needs this many figures of measured noise before its own prior is fitted (else the stated one).
+KIND_FIGURES = 3
 #: Kinds that do not depend on when they are measured: their recorded runs, whenever taken, hold all
 #: they move between runs (instruction counts repeat to a few hundredths of a percent across sessions).
 UNTIMED_KINDS = (EXACT, "instructions")
-#: On a GPU a figure follows its kind's session shifts unless its recorded runs are this many times
-#: likelier without them (Gaussian likelihoods, each model with its own variance): strict FP32, bound by
-#: the device, stays put while AMP, partly bound by the host, moves with it. On a CPU every figure runs
-#: on the cores the shift slows, and the same test let chance agreements out (docs/verdicts.md).
-FOLLOW_ODDS = 20.0
-#: A kind needs this many figures in a session before its median is a shift and not one figure's change.
+#: On a GPU a figure that follows its kind's shifts may be taken for one that stays put (strict FP32, bound
+#: by the device, beside AMP, partly bound by the host) at most this often: such a figure is then judged
+#: without the run's shift, and its next run's shift can fail it, so the choice is held to about one
+#: figure's share of a run's level. On a CPU every figure runs on the cores the shift slows.
+STILL_LEVEL = 1e-4
+#: A GPU figure stays put when its recorded runs are this many times likelier without its kind's shifts
+#: (Gaussian likelihoods, each model with its own variance). For a figure that follows them, whatever its
+#: noise and the shifts, the chance of odds this large is at most about 0.37 / odds (docs/verdicts.md).
+FOLLOW_ODDS = 1 / STILL_LEVEL
+#: A shift is taken out of a figure only where this many other figures of its kind measured it: their
+#: median, so that a figure's own change never sets the shift it is judged after.
 SHIFT_FIGURES = 3
 
 
@@ -82,6 +101,13 @@ class Recorded:
     kind: str
     logs: tuple[float, ...]
     sessions: tuple[str, ...]
+
+    @property
+    def twin(self) -> tuple:
+        """What a figure shares with its twins: the figures of one test that repeat each other run for
+        run (the compile time and the total compile time of a single compilation) are one figure to
+        the model, lest they lend each other degrees of freedom or set each other's shift."""
+        return self.key, self.kind, self.logs
 
 
 @dataclass(frozen=True)
@@ -109,23 +135,27 @@ def own_spread(values: Sequence[float]) -> Spread:
 
 
 def squeeze(variances: Sequence[float], dfs: Sequence[float]) -> tuple[float, float] | None:
-    """(prior variance s0^2, prior df d0) from sample variances, limma's ``fitFDist`` by moments on
-    the log scale; ``d0`` is infinite when the variances spread no more than sampling alone explains.
-    None with fewer than three positive variances."""
+    """(prior variance s0^2, prior df d0) from sample variances: the most probable pair given that each
+    variance is ``s0^2`` times an F(d, d0) draw (limma's model) and the belief about ``d0``
+    (:data:`D0_CENTRE`, :data:`D0_SPREAD`). None with fewer than :data:`KIND_FIGURES` positive variances."""
     pairs = [(v, d) for v, d in zip(variances, dfs) if v > 0 and d > 0]
-    if len(pairs) < 3:
+    if len(pairs) < KIND_FIGURES:
         return None
-    e = [math.log(v) - special.digamma(d / 2) + math.log(d / 2) for v, d in pairs]
-    mean = statistics.fmean(e)
-    excess = statistics.variance(e) - statistics.fmean(special.polygamma(1, d / 2) for _, d in pairs)
-    if excess <= 0:
-        return math.exp(mean), math.inf
-    d0 = 2 * _trigamma_inverse(excess)
-    return math.exp(mean + special.digamma(d0 / 2) - math.log(d0 / 2)), d0
+    logs = [(math.log(v), d) for v, d in pairs]
 
+    def cost(x: Sequence[float]) -> float:
+        log_s0, log_d0 = float(x[0]), min(float(x[1]), LOG_D0_MAX)
+        d0 = math.exp(log_d0)
+        total = (log_d0 - math.log(D0_CENTRE)) ** 2 / (2 * D0_SPREAD ** 2)
+        for log_v, d in logs:
+            ratio = d * math.exp(log_v - log_s0) / d0
+            total -= (special.gammaln((d + d0) / 2) - special.gammaln(d0 / 2) + d / 2 * math.log(d / d0)
+                      + (d / 2 - 1) * (log_v - log_s0) - (d + d0) / 2 * math.log1p(ratio) - log_s0)
+        return total
 
-def _trigamma_inverse(y: float) -> float:
-    return float(optimize.brentq(lambda x: float(special.polygamma(1, x)) - y, 1e-8, 1e8))
+    fitted = optimize.minimize(cost, [statistics.fmean(v for v, _ in logs), math.log(D0_CENTRE)], method="Nelder-Mead",
+                               options={"xatol": 1e-6, "fatol": 1e-9, "maxiter": 2000})
+    return math.exp(float(fitted.x[0])), math.exp(min(float(fitted.x[1]), LOG_D0_MAX))
 
 
 @dataclass
@@ -134,7 +164,7 @@ class MachineNoise:
 
     device: str
     figures: dict[tuple[str, str], Recorded]
-    #: Per (framework, kind): each recorded session's shift.
+    #: Per (framework, kind): each recorded session's shift, the median of all its figures.
     shifts: dict[tuple[str, str], dict[str, float]]
     #: Per figure: its own spread after the sessions' shifts (before them, for a figure in ``still``).
     own: dict[tuple[str, str], Spread]
@@ -145,6 +175,8 @@ class MachineNoise:
     shift_spreads: dict[str, Spread]
     #: The figures whose recorded runs do not move with their kind's shifts (:data:`FOLLOW_ODDS`).
     still: frozenset[tuple[str, str]] = frozenset()
+    #: Per figure: the sessions' shifts taken out of its runs, each the median of the other figures.
+    taken: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, hardware_key: str, entries: Mapping[str, Mapping[str, Mapping]]) -> "MachineNoise":
@@ -161,20 +193,24 @@ class MachineNoise:
                     kind = EXACT
                 figures[(key, name)] = Recorded(key, name, str(rec.get("software", {}).get("framework", "")), kind,
                                                 logs, tuple(sessions_of(runs)))
-        shifts = _session_shifts(figures.values())
-        own, still = {}, set()
+        changes = _session_changes(figures.values())
+        shifts = {group: {s: _median_of(c, ()) for s, c in by_session.items()} for group, by_session in changes.items()}
+        own, still, taken = {}, set(), {}
         for ident, fig in figures.items():
-            shifted = _own_spread(fig, shifts.get((fig.framework, fig.kind), {}))
+            by_session = changes.get((fig.framework, fig.kind), {})
+            taken[ident] = {s: _median_of(c, (fig.twin,)) for s, c in by_session.items()}
+            shifted = _own_spread(fig, taken[ident])
             unshifted = _own_spread(fig, {})
             if device == "gpu" and _stays_put(shifted, unshifted):
                 still.add(ident)
             own[ident] = unshifted if ident in still else shifted
         kinds: dict[tuple[str, str, bool], Spread] = {}
+        distinct = {f.twin: i for i, f in reversed(list(figures.items()))}
         for group in {(f.framework, f.kind, i not in still) for i, f in figures.items() if f.kind != EXACT}:
-            members = [own[i] for i, f in figures.items()
-                       if (f.framework, f.kind, i not in still) == group and own[i].df > 0]
+            members = [own[i] for i in distinct.values() if own[i].df > 0
+                       and (figures[i].framework, figures[i].kind, i not in still) == group]
             kinds[group] = _kind_prior(device, group[1], members)
-        return cls(device, figures, shifts, own, kinds, _shift_spreads(device, shifts), frozenset(still))
+        return cls(device, figures, shifts, own, kinds, _shift_spreads(device, shifts), frozenset(still), taken)
 
     def follows(self, key: str, metric: str) -> bool:
         """Whether the figure moves with its kind's shift (else it is judged on its own runs' spread)."""
@@ -185,8 +221,8 @@ class MachineNoise:
         figure's own spread was measured net of the sessions' shifts, else none (its runs hold the drift
         when recorded at different times, or it stays put: :meth:`follows`). Counts have no such drift
         (:data:`UNTIMED_KINDS`)."""
-        if (kind in UNTIMED_KINDS or not self.follows(key, metric)
-                or not any(self.shifts.get((framework, kind), {}).values())):
+        taken = self.taken.get((key, metric), self.shifts.get((framework, kind), {}))
+        if kind in UNTIMED_KINDS or not self.follows(key, metric) or not any(taken.values()):
             return 0.0
         return self.shift_spread(kind).sd ** 2
 
@@ -217,31 +253,28 @@ class MachineNoise:
         own = self.own.get((key, metric), Spread(0.0, 0.0))
         if own.df == 0:
             return Spread(prior.sd, prior.df, prior.source)
-        if math.isinf(prior.df):
-            pooled = self._pooled_df(framework, kind, follows)
-            return Spread(prior.sd, own.df + pooled, prior.source + " (figures alike)")
         df = prior.df + own.df
         return Spread(math.sqrt((prior.df * prior.sd ** 2 + own.df * own.sd ** 2) / df), df,
                       f"{own.df:g} df own + {prior.df:.3g} df of its kind")
 
-    def _pooled_df(self, framework: str, kind: str, follows: bool) -> float:
-        return sum(s.df for i, s in self.own.items()
-                   if (self.figures[i].framework, self.figures[i].kind, i not in self.still)
-                   == (framework, kind, follows))
-
-
-def _session_shifts(figures: Iterable[Recorded]) -> dict[tuple[str, str], dict[str, float]]:
-    """Per (framework, kind): each session's median change of the figures it recorded, against each
-    figure's mean over its runs (zero where fewer than :data:`SHIFT_FIGURES` figures say)."""
-    changes: dict[tuple[str, str], dict[str, list[float]]] = {}
+def _session_changes(figures: Iterable[Recorded]) -> dict[tuple[str, str], dict[str, dict[tuple, float]]]:
+    """Per (framework, kind) and session: each figure's change against its mean over its runs, one per twin."""
+    changes: dict[tuple[str, str], dict[str, dict[tuple, float]]] = {}
     for fig in figures:
         if fig.kind == EXACT or len(fig.logs) < 2:
             continue
         centre = statistics.fmean(fig.logs)
         for value, session in zip(fig.logs, fig.sessions):
-            changes.setdefault((fig.framework, fig.kind), {}).setdefault(session, []).append(value - centre)
-    return {group: {s: statistics.median(c) if len(c) >= SHIFT_FIGURES else 0.0 for s, c in by_session.items()}
-            for group, by_session in changes.items()}
+            changes.setdefault((fig.framework, fig.kind), {}).setdefault(session, {})[fig.twin] = value - centre
+    return changes
+
+
+def _median_of(changes: Mapping[tuple, float], leaving: Sequence[tuple]) -> float:
+    """The session's shift without the figures ``leaving``: the median of the other figures' changes, zero
+    where fewer than :data:`SHIFT_FIGURES` say (the whole session's shift: more than that many)."""
+    left = [c for twin, c in changes.items() if twin not in leaving]
+    enough = len(left) >= SHIFT_FIGURES + (not leaving)
+    return statistics.median(left) if enough else 0.0
 
 
 def _own_spread(fig: Recorded, shifts: Mapping[str, float]) -> Spread:

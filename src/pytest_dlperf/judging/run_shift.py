@@ -2,9 +2,11 @@
 
 A test's own check cannot know how the whole run moved, so its gate counts the shift's spread too
 (:func:`pytest_dlperf.judging.judge.judge`). Once every test has run, the shift of each (machine,
-framework, kind) is the median change of its figures. It is a judged figure of its own, gated by how
-far shifts moved between recorded runs (:meth:`MachineNoise.shift_spread`), and each figure is judged
-again on what is left after it, with the shift's estimation error as its shared variance.
+framework, kind) with more than :data:`SHIFT_FIGURES` figures is the median change of its figures. It is
+a judged figure of its own, gated by how far shifts moved between recorded runs
+(:meth:`MachineNoise.shift_spread`), and each figure is judged again on what is left after the shift of
+the others (their median: a figure's own change never sets the shift it is judged after, so a shift
+cannot erase it), with that shift's estimation error as its shared variance.
 
 "No change" after the shift needs the same evidence as at a test's check: the figure's interval within
 its tolerance. A figure judged after a shift that is not itself bounded within its tolerance (an
@@ -36,34 +38,51 @@ def judgeable(v: Verdict) -> bool:
 
 def judge_run(verdicts: Sequence[Verdict], noise: Callable[[str], MachineNoise], test: str,
               family: float = FAMILY_ALPHA) -> tuple[list[Verdict], list[Verdict]]:
-    """(each group's shift verdict, every verdict judged again after its group's shift)."""
+    """(each group's shift verdict, every verdict judged again after the shift of the others in its group)."""
     groups: dict[tuple[str, str, str], list[int]] = defaultdict(list)
     for i, v in enumerate(verdicts):
         if judgeable(v):
             groups[(v.hardware, v.framework, v.kind)].append(i)
-    shifted = [g for g, members in groups.items() if len(members) >= SHIFT_FIGURES]
+    twins = {g: {_twin(verdicts[i]): verdicts[i] for i in members} for g, members in groups.items()}
+    shifted = [g for g in groups if len(twins[g]) > SHIFT_FIGURES]
     figures = sum(len(groups[g]) for g in groups)
     residual_alpha = family_alpha(figures, "residual", family)
     shift_alpha = family_alpha(len(shifted), "shift", family)
     out = list(verdicts)
     shifts = []
     for group in sorted(groups):
-        members = [verdicts[i] for i in groups[group]]
         judged_shift = None
         if group in shifted:
-            centre = statistics.median(log_change(v.observed, v.baseline or 1.0) for v in members)
-            error = math.pi / 2 * statistics.fmean((v.noise or 0.0) ** 2 * (1 + 1 / max(v.runs, 1))
-                                                   for v in members) / len(members)
+            members = list(twins[group].values())
+            centre, error = _median_shift(members)
             judged_shift = _shift_verdict(test, group, members, centre, error, noise(group[0]), shift_alpha)
             shifts.append(judged_shift)
-        else:  # too few figures to tell a shift from their own changes: judged as at their checks
-            centre, error = 0.0, noise(group[0]).unknown_shift(group[1], group[2])
         for i in groups[group]:
-            if verdicts[i].follows_shift:
-                out[i] = _again(verdicts[i], centre if group in shifted else None, error, residual_alpha, judged_shift)
-            else:  # its recorded runs do not move with the kind's shifts: judged on them alone
-                out[i] = _again(verdicts[i], None, 0.0, residual_alpha)
+            v = verdicts[i]
+            if not v.follows_shift:  # its recorded runs do not move with the kind's shifts: judged on them alone
+                out[i] = _again(v, None, 0.0, residual_alpha)
+            elif group in shifted:  # after the shift of the others: its own change never sets it
+                others = [w for twin, w in twins[group].items() if twin != _twin(v)]
+                centre, error = _median_shift(others)
+                out[i] = _again(v, centre, error, residual_alpha, judged_shift)
+            else:  # too few figures to tell a shift from their own changes: judged as at their checks
+                out[i] = _again(v, None, noise(group[0]).unknown_shift(group[1], group[2]), residual_alpha)
     return shifts, out
+
+
+def _twin(v: Verdict) -> tuple:
+    """Figures of one test that read alike, run and baseline (the compile time and the total compile
+    time of a single compilation), are one figure to the shift."""
+    return v.test, v.label, v.observed, v.baseline
+
+
+def _median_shift(members: Sequence[Verdict]) -> tuple[float, float]:
+    """(the median change of ``members``, its estimation error as a variance: the median's
+    ``pi/2 * mean(s^2 (1 + 1/k)) / n``)."""
+    centre = statistics.median(log_change(v.observed, v.baseline or 1.0) for v in members)
+    error = math.pi / 2 * statistics.fmean((v.noise or 0.0) ** 2 * (1 + 1 / max(v.runs, 1))
+                                           for v in members) / len(members)
+    return centre, error
 
 
 def _shift_verdict(test: str, group: tuple[str, str, str], members: Sequence[Verdict], centre: float,
