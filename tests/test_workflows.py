@@ -449,3 +449,34 @@ def test_per_push_ci_installs_the_cuda_build_of_torch_once():
     install = example[example.index('-m pip install -q'):example.index('"${WHEEL}[torch]"')]
     assert '${DLPERF_TORCH_INDEX_URL:+--extra-index-url "$DLPERF_TORCH_INDEX_URL"}' in install
     assert "download.pytorch.org" not in install and '"torch==2.14.1"' in install
+
+
+#: numpy<1.24, which MXNet 1.9.1 needs, has wheels for these interpreters only (PyPI, numpy 1.23.5).
+NUMPY_BELOW_1_24_PYTHONS = {"3.8", "3.9", "3.10", "3.11"}
+
+
+def test_every_environment_with_the_mxnet_extras_takes_an_interpreter_numpy_below_1_24_has_wheels_for():
+    tox = configparser.ConfigParser(interpolation=None)
+    tox.read(ROOT / "tox.ini")
+    sections = {name: dict(tox[name]) for name in tox.sections()}
+
+    def resolved(value: str) -> str:
+        return re.sub(r"\{\[(\w+)\](\w+)\}", lambda m: sections[m.group(1)][m.group(2)], value)
+
+    with_mxnet = [name for name, keys in sections.items() if re.search(r"\bmxnet(-gpu)?\b", keys.get("extras", ""))]
+    assert with_mxnet, "no tox environment installs the mxnet extras"
+    for name in with_mxnet:
+        pythons = [p.strip() for p in resolved(sections[name].get("base_python", "")).split(",") if p.strip()]
+        assert pythons, f"{name} installs numpy<1.24 on whatever interpreter runs tox"
+        assert {p.removeprefix("python") for p in pythons} <= NUMPY_BELOW_1_24_PYTHONS, (name, pythons)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "3.10 or 3.11 with MXNet" in readme
+
+
+def test_install_instructions_never_name_a_registry_the_package_is_not_on():
+    """pytest-dlperf is not on PyPI: a bare 'pip install pytest-dlperf[...]' fails as written."""
+    bare = re.compile(r"""pip install -?q? ?["']?pytest-dlperf(\[[\w,-]+\])?["']?(?!\S*\s*@)""")
+    places = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *FILES]
+    found = [f"{p.relative_to(ROOT)}:{i}" for p in places
+             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if bare.search(line)]
+    assert found == []
