@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -835,8 +836,12 @@ def test_record_with_a_report_it_cannot_read_names_it(pytester, capfd):
     assert capfd.readouterr().err.startswith("dlperf record: error: last.xml: not valid XML")
 
 
-def test_record_interrupted_by_ctrl_c_says_how_to_resume(pytester, capfd):
+def test_record_interrupted_by_ctrl_c_says_how_to_resume(pytester, capfd, request):
     """Ctrl-C reaches the recorder and the command alike; here the command sends it to the recorder alone."""
+    # A job a non-interactive shell starts in the background inherits SIGINT ignored (POSIX), and Python
+    # then keeps it ignored: Ctrl-C's handler is installed here as an interactive session has it.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
     interrupt = "import os, signal, time; time.sleep(0.3); os.kill(os.getppid(), signal.SIGINT)"
     assert cli.main(["record", "--", sys.executable, "-c", interrupt]) == 130
     last = capfd.readouterr().out.rstrip().splitlines()[-1]

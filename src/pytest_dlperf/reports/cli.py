@@ -16,7 +16,7 @@
 
 This module parses the arguments and writes the output; each command's work is in a module of its own:
 :mod:`.junit` (merge), :mod:`.summary` and :mod:`.brief`, :mod:`.compare`, :mod:`.plots`, :mod:`.html_report`,
-:mod:`.history`, :mod:`pytest_dlperf.recording` (record).
+:mod:`.history`, :mod:`.recording` (record).
 
 Exit codes: 0 fine, 1 ``compare`` found a metric worse than the tolerance, 2 bad input; ``record`` exits with
 a failed recording's own status.
@@ -31,9 +31,9 @@ import sys
 from pathlib import Path
 from typing import Callable, Sequence, TextIO
 
-from pytest_dlperf import __version__, recording
+from pytest_dlperf import __version__
 from pytest_dlperf.judging.baselines import RECORDINGS, BaselineFileError
-from pytest_dlperf.reports import history
+from pytest_dlperf.reports import history, recording
 from pytest_dlperf.reports.brief import brief_markdown
 from pytest_dlperf.reports.changepoints import MAX_PVALUE
 from pytest_dlperf.reports.combine import all_skipped, skipped_note
