@@ -282,6 +282,10 @@ def test_a_large_run_opens_with_its_verdict_and_rolls_up_the_shift(tmp_path, cap
     regressions = text[start:text.index("Failed tests", start)]
     assert "amp_vs_fp32 speedup 1.5x [1.41, 1.62]" in regressions
     assert "cannot detect" in text[text.index("inconclusive figures"):]
+    # A gate that cannot detect is named so, never shown as the tolerance it does not hold to.
+    gates = re.findall(r'<td class="num gate">(.*?)</td>', page)
+    assert any("cannot detect" in g for g in gates)
+    assert not [g for g in gates if "cannot detect" in g and "±" in g]
     # Every memory figure in one unit (1.0-1.21e9 bytes straddle 1 GiB: shown all in MiB, or all in GiB).
     assert ("MiB" in text) != ("GiB" in text)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from pytest_dlperf.reports.digest import gate_of, marks_of, paired_evidence, paired_text
+from pytest_dlperf.reports.digest import cannot_detect, gate_of, marks_of, paired_evidence, paired_text
 from pytest_dlperf.reports.records import MetricRecord
 from pytest_dlperf.result import LOWER
 from pytest_dlperf.text import escape as _e
@@ -46,12 +46,15 @@ def spread(m: MetricRecord, scale: tuple[float, str] | None = None) -> str:
     if m.interval or not m.iqr:
         return ""
     divisor = scale[0] if scale else 1.0
-    return f" <small>IQR {m.iqr / divisor:.3g}</small>"
+    return f"<br><small>IQR {m.iqr / divisor:.3g}</small>"
 
 
 def gate_cell(m: MetricRecord) -> str:
     """The figure's gate as ``±x%`` (the change it catches 19 times in 20); the tolerance where the report
     records no gate, and marks for n=1."""
+    if cannot_detect(m):  # its tolerance would read as a gate it does not have
+        return '<span class="mark">cannot detect</span>' + "".join(
+            f' <span class="mark">{_e(x)}</span>' for x in marks_of(m) if x != "cannot detect")
     gate = gate_of(m)
     text = f"±{gate:.0%}" if gate is not None else "–"
     return _e(text) + "".join(f' <span class="mark">{_e(x)}</span>' for x in marks_of(m))
@@ -75,7 +78,7 @@ def metric_row(m: MetricRecord, with_test: bool = False, hardware: str = "", sca
               f"<td>{_e(m.metric)}{direction}</td>",
               f'<td class="num">{_e(observed(m, scale))}{spread(m, scale)}{floor}</td>',
               f'<td class="num">{_e(figure(m.baseline, m.unit, scale))}</td>',
-              f'<td class="num">{_e(change(m.delta))}</td>', f'<td class="num">{gate_cell(m)}</td>', verdict_cell(m),
+              f'<td class="num">{_e(change(m.delta))}</td>', f'<td class="num gate">{gate_cell(m)}</td>', verdict_cell(m),
               f'<td class="paired">{paired or "–"}</td>']
     return "<tr>" + "".join(cells) + "</tr>"
 
