@@ -78,7 +78,8 @@ def metric_row(m: MetricRecord, with_test: bool = False, hardware: str = "", sca
               f"<td>{_e(m.metric)}{direction}</td>",
               f'<td class="num">{_e(observed(m, scale))}{spread(m, scale)}{floor}</td>',
               f'<td class="num">{_e(figure(m.baseline, m.unit, scale))}</td>',
-              f'<td class="num">{_e(change(m.delta))}</td>', f'<td class="num gate">{gate_cell(m)}</td>', verdict_cell(m),
+              f'<td class="num">{_e(change(m.delta))}</td>', f'<td class="num gate">{gate_cell(m)}</td>',
+              verdict_cell(m),
               f'<td class="paired">{paired or "–"}</td>']
     return "<tr>" + "".join(cells) + "</tr>"
 
