@@ -52,8 +52,8 @@ def code(text: str) -> str:
 #: The brief's table of regressions: one row per figure, the test over what was measured.
 REGRESSION_HEADER = ["| test and figure | observed | baseline | change | ±\u00a0gate |",
                      "| --- | ---: | ---: | ---: | --- |"]
-#: The brief's A/B table: one row per (test, scenario).
-AB_HEADER = ["| test and scenario | candidate / reference | 95% interval | process pairs | verdict |",
+#: The brief's A/B table (:func:`comment_ab_row`): one row per (test, scenario), narrower than the summary's.
+COMMENT_AB_HEADER = ["| test and scenario | candidate / reference | 95% interval | process pairs | verdict |",
              "| --- | ---: | --- | ---: | --- |"]
 
 
@@ -76,7 +76,7 @@ def reference_of(fields: dict[str, str]) -> str:
     return fields.get("reference_commit") or fields.get("reference_software", "")
 
 
-def ab_row(t: TestRecord, label: str, f: dict[str, str], with_reference: bool) -> str:
+def comment_ab_row(t: TestRecord, label: str, f: dict[str, str], with_reference: bool) -> str:
     interval = "[" + ", ".join(f"{float(b):.3f}" for b in f.get("ab_interval", "").split()) + "]"
     ratio = f"{float(f['ab_ratio']):.3f}x" if f.get("ab_ratio") else "-"
     against = f"<br>against {cell(reference_of(f))}" if with_reference and reference_of(f) else ""
@@ -164,8 +164,8 @@ def brief_markdown(tests: Sequence[TestRecord], link: str | None = None, not_run
                f"### {count(len(regressions), 'regression')} beyond the figures' noise{on}")
     several = len({t.hardware for t in failed}) > 1
     listings = [(["### Failed tests", ""], [failed_line(t, several) for t in failed], "failed test"),
-                (["### A/B against the reference", "", *reference, *AB_HEADER],
-                 [ab_row(*row, with_reference=not reference) for row in ab], "comparison"),
+                (["### A/B against the reference", "", *reference, *COMMENT_AB_HEADER],
+                 [comment_ab_row(*row, with_reference=not reference) for row in ab], "comparison"),
                 ([heading, "", *REGRESSION_HEADER], [regression_row(m, d, scales, not on) for m in regressions],
                  "regression")]
     listings = [listing for listing in listings if listing[1]]
