@@ -56,7 +56,7 @@ def test_same_environment_as_reference_passes_and_reports_the_ratio(pytester: py
         "*dlperf A/B*",
         "1 scenario compared with the reference (threshold 50%): 0 slower (regression). *",
         "reference interpreter *",
-        "scenario*candidate/reference*95% interval*pairs*verdict*",
+        "scenario*candidate/reference*99% interval*pairs*verdict*",
         "test_train.py::test_train::fp32*x*[[]*]*[0-9]*",
     ])
     (test,) = read_reports([pytester.path / "report.xml"])
@@ -85,7 +85,7 @@ def test_a_slower_candidate_fails_with_ratio_interval_and_both_stacks(
     result = run(pytester, f"--dlperf-reference={reference_without(tmp_path, 'DLPERF_SELFTEST_SLOWDOWN')}")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "A/B slower: fp32 throughput candidate/reference 0.*x [[]0.*, 0.*[]] (95% CI, * pairs, * process pairs), "
+        "A/B slower: fp32 throughput candidate/reference 0.*x [[]0.*, 0.*[]] (99% CI, * pairs, * process pairs), "
         "beyond the 5% threshold; candidate framework torch, framework_version *, python * "
         "vs reference framework torch*",
     ])

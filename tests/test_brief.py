@@ -271,3 +271,18 @@ def test_a_test_failed_on_performance_with_no_regression_row_is_listed() -> None
     comment = reads_as_a_comment(brief.brief_markdown(tests), tests)
     assert comment.blocks[1][1].startswith("FAILED: 0 regressions")
     assert comment.blocks[2:4] == [("h3", "Failed tests"), ("li", f"dlperf.py::run: {message}")]
+
+
+def test_the_a_b_interval_column_names_the_confidence_its_reports_carry():
+    """A/B intervals are 99% since ``ab_confidence`` was written; reports without it are read as 95%, and a
+    mix of both names the confidence in each row rather than one wrong heading."""
+    older, newer = (Record(f"t.py::test_{i}", "passed", "", hardware=HW, metrics=[throughput(f"t.py::test_{i}", 99.0)],
+                           software=SOFTWARE, ab={"fp32": {"ab_verdict": "ok", "ab_ratio": "1.0", "ab_interval":
+                                                           "0.97 1.03", "ab_process_pairs": "4", **extra}})
+                    for i, extra in enumerate(({}, {"ab_confidence": "0.99"})))
+    for render in (summary_markdown, brief.brief_markdown):
+        assert "| 95% interval |" in render([older]) and "[0.970, 1.030] |" in render([older])
+        assert "| 99% interval |" in render([newer])
+        mixed = render([older, newer])
+        assert "| interval (confidence in each row) |" in mixed
+        assert "[0.970, 1.030] at 95% |" in mixed and "[0.970, 1.030] at 99% |" in mixed

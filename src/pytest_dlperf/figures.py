@@ -28,8 +28,8 @@ METRIC_FIELDS = ("iqr", "n", "unit", "verdict", "baseline", "direction", "interv
 #: ``dlperf.<label>.<key>`` that describe a scenario rather than measure it.
 LABEL_FIELDS = ("scenario", "software", "workers")
 #: A/B mode (``--dlperf-reference``): the comparison of a scenario with the reference environment.
-AB_FIELDS = ("ab_ratio", "ab_interval", "ab_verdict", "ab_process_pairs", "reference_software", "reference_commit",
-             "candidate_commit")
+AB_FIELDS = ("ab_ratio", "ab_interval", "ab_confidence", "ab_verdict", "ab_process_pairs", "reference_software",
+             "reference_commit", "candidate_commit")
 #: A paired group's ratio of a variant over the group's reference (its ``speedup`` figure carries it too).
 PAIRED_FIELDS = ("paired_ratio", "paired_interval", "paired_over", "pairs")
 #: The value of ``.detectable`` when the gate cannot detect a halving or a doubling.
@@ -172,6 +172,7 @@ def of_ab(label: str, ratio: Any, outcome: str, reference_software: Mapping[str,
     ``candidate_commit``: id, subject, and whether the working tree had uncommitted changes)."""
     return [(name(label, "ab_ratio"), number(ratio.estimate)),
             (name(label, "ab_interval"), interval(ratio.low, ratio.high)),
+            (name(label, "ab_confidence"), f"{ratio.confidence:g}"),
             (name(label, "ab_verdict"), outcome),
             (name(label, "ab_process_pairs"), str(ratio.units)),
             (name(label, "reference_software"), words(reference_software)),

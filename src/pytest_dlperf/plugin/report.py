@@ -206,7 +206,7 @@ def ab_lines(outcomes: Sequence[tuple[str, str, PairedRatio, str]], reference: s
         return []
     body = [(_short(test, label), f"{r.estimate:.3f}x", f"[{r.low:.3f}, {r.high:.3f}]", str(r.n), decision)
             for test, label, r, decision in outcomes]
-    header = ("scenario", "candidate/reference", "95% interval", "pairs", "verdict")
+    header = ("scenario", "candidate/reference", f"{outcomes[0][2].confidence:.0%} interval", "pairs", "verdict")
     c = Counter(decision for *_, decision in outcomes)
     return [f"{count(len(outcomes), 'scenario')} compared with the reference (threshold {threshold:.0%}): "
             f"{c[REGRESSION]} slower (regression). {c[IMPROVEMENT]} faster (improvement). "

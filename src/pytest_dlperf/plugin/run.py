@@ -14,7 +14,7 @@ import pytest
 
 from pytest_dlperf import cost, figures, instructions
 from pytest_dlperf.child.environment import emulated_precisions, isa_level
-from pytest_dlperf.judging.stats import PairedRatio, decide, decided_at
+from pytest_dlperf.judging.stats import AB_CONFIDENCE, PairedRatio, decide, decided_at
 from pytest_dlperf.judging.verdict import MISSING, REGRESSION, Verdict, failure_message
 from pytest_dlperf.plugin.ledger import Ledger
 from pytest_dlperf.plugin.session import DlperfSession
@@ -133,7 +133,7 @@ class DlperfRun:
                    processes: int | None = None, generations: int | None = None, settle_seconds: float = 0.0,
                    record: bool = True, build_one_at_a_time: bool | None = None,
                    decided: Callable[[dict[str, PairedRatio]], bool] | None = None,
-                   max_generations: int | None = None) -> PairedResult:
+                   max_generations: int | None = None, confidence: float = 0.95) -> PairedResult:
         """Train ``variants`` interleaved (:mod:`pytest_dlperf.processes.paired`); the first is the reference.
 
         Every variant's merged result is recorded like :meth:`run`'s (``record=False``: the caller
@@ -146,6 +146,7 @@ class DlperfRun:
         ``decided`` (e.g. :func:`pytest_dlperf.judging.stats.decided_at`): one more generation at a time while
         the ratios are not decided, up to ``max_generations`` (default ``--dlperf-max-generations``)
         (:func:`pytest_dlperf.processes.paired.run_paired`). A generation's pairs stay ``pairs``' share.
+        ``confidence``: of the ratios' intervals.
         """
         options = self._session.options
         if len(variants) < 2:
@@ -175,8 +176,9 @@ class DlperfRun:
                 paired = run_paired(list(variants), pairs=pairs or options.pairs, processes=processes,
                                     generations=generations, workdir=self._workdir,
                                     on_progress=console.child_progress("paired"),
-                                    settle_seconds=settle_seconds, build_one_at_a_time=build_one_at_a_time,
-                                    decided=decided, max_generations=max_generations)
+                                    settle_seconds=settle_seconds, confidence=confidence,
+                                    build_one_at_a_time=build_one_at_a_time, decided=decided,
+                                    max_generations=max_generations)
         except ScenarioFailed as exc:
             problem = exc.report()
         except ScenarioError as exc:
@@ -249,7 +251,7 @@ class DlperfRun:
             result, ref_result, ratio = self._alternated(reference.scenario, scenario)
         else:  # at least two generations, so the interval rests on more than one process pair
             paired = self.run_paired(reference, Variant(scenario), generations=max(options.generations, 2),
-                                     decided=decided_at(options.ab_threshold))
+                                     decided=decided_at(options.ab_threshold), confidence=AB_CONFIDENCE)
             result, ref_result = paired.results[scenario.label], paired.results[reference.key]
             ratio = paired.ratio(scenario.label)
         verdict = decide(ratio, options.ab_threshold)
@@ -282,7 +284,8 @@ class DlperfRun:
                 done = run_alternated(reference, candidate, self._workdir / "alternation",
                                       min_processes=ALTERNATION_MIN_PROCESSES, max_processes=most,
                                       decided=lambda ratio: threshold({candidate.label: ratio}),
-                                      on_progress=self._session.console.child_progress(candidate.label))
+                                      on_progress=self._session.console.child_progress(candidate.label),
+                                      confidence=AB_CONFIDENCE)
         except ScenarioFailed as exc:
             problem = exc.report()
         except DeviceLockTimeout as exc:

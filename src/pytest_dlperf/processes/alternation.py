@@ -49,8 +49,9 @@ def one_process(reference: Scenario, candidate: Scenario, workdir: Path,
 
 def run_alternated(reference: Scenario, candidate: Scenario, workdir: Path, *, min_processes: int,
                    max_processes: int, decided: Callable[[PairedRatio], bool],
-                   on_progress: Callable[[str], None] | None = None) -> Alternated:
-    """Fresh alternating processes, one at a time, until the ratio is decided or ``max_processes`` ran."""
+                   on_progress: Callable[[str], None] | None = None, confidence: float = 0.95) -> Alternated:
+    """Fresh alternating processes, one at a time, until the ratio (its interval at ``confidence``) is decided
+    or ``max_processes`` ran."""
     if not 2 <= min_processes <= max_processes:
         raise ValueError(f"need 2 <= min_processes <= max_processes, got {min_processes} and {max_processes}")
     runs: dict[str, list[TrainingResult]] = {side: [] for side in SIDES}
@@ -59,7 +60,7 @@ def run_alternated(reference: Scenario, candidate: Scenario, workdir: Path, *, m
         done = one_process(reference, candidate, workdir / f"process-{index}", on_progress)
         for side in SIDES:
             runs[side].append(done[side])
-        ratio = paired_ratio(_throughputs(runs["candidate"]), _throughputs(runs["reference"]),
+        ratio = paired_ratio(_throughputs(runs["candidate"]), _throughputs(runs["reference"]), confidence,
                              units=[i for i, r in enumerate(runs["candidate"]) for _ in r.throughput.samples])
         if index + 1 >= min_processes and decided(ratio):
             break

@@ -21,7 +21,7 @@ from typing import Sequence
 
 from pytest_dlperf.reports import digest
 from pytest_dlperf.reports.records import MetricRecord, TestRecord
-from pytest_dlperf.reports.summary import ab_rows, cell, gate_md, headline_md
+from pytest_dlperf.reports.summary import ab_rows, cell, gate_md, headline_md, interval_cell, interval_heading
 from pytest_dlperf.text import number, percent
 from pytest_dlperf.units import count
 
@@ -52,9 +52,10 @@ def code(text: str) -> str:
 #: The brief's table of regressions: one row per figure, the test over what was measured.
 REGRESSION_HEADER = ["| test and figure | observed | baseline | change | ±\u00a0gate |",
                      "| --- | ---: | ---: | ---: | --- |"]
-#: The brief's A/B table (:func:`comment_ab_row`): one row per (test, scenario), narrower than the summary's.
-COMMENT_AB_HEADER = ["| test and scenario | candidate / reference | 95% interval | process pairs | verdict |",
-             "| --- | ---: | --- | ---: | --- |"]
+def comment_ab_header(fields: Sequence[dict[str, str]]) -> list[str]:
+    """The brief's A/B table (:func:`comment_ab_row`): one row per (test, scenario), narrower than the summary's."""
+    return [f"| test and scenario | candidate / reference | {interval_heading(fields)} | process pairs | verdict |",
+            "| --- | ---: | --- | ---: | --- |"]
 
 
 def regression_row(m: MetricRecord, d: digest.Digest, scales: dict, with_hardware: bool) -> str:
@@ -76,8 +77,8 @@ def reference_of(fields: dict[str, str]) -> str:
     return fields.get("reference_commit") or fields.get("reference_software", "")
 
 
-def comment_ab_row(t: TestRecord, label: str, f: dict[str, str], with_reference: bool) -> str:
-    interval = "[" + ", ".join(f"{float(b):.3f}" for b in f.get("ab_interval", "").split()) + "]"
+def comment_ab_row(t: TestRecord, label: str, f: dict[str, str], with_reference: bool, mixed: bool = False) -> str:
+    interval = interval_cell(f, mixed)
     ratio = f"{float(f['ab_ratio']):.3f}x" if f.get("ab_ratio") else "-"
     against = f"<br>against {cell(reference_of(f))}" if with_reference and reference_of(f) else ""
     return (f"| {code(t.test)}<br>{cell(label)}{against} | {ratio} | {interval} | {f.get('ab_process_pairs', '-')} "
@@ -154,6 +155,7 @@ def brief_markdown(tests: Sequence[TestRecord], link: str | None = None, not_run
     failed = (d.failures["correctness"] + d.failures["other"]
               + [t for t in d.failures["performance"] if t.test not in shown])
     ab = sorted(ab_rows(tests), key=lambda row: row[2].get("ab_verdict") != "regression")
+    ab_header = comment_ab_header([f for *_, f in ab])
     references = {reference_of(fields) for _, _, fields in ab}
     reference = [f"Reference: {next(iter(references))}", ""] if len(references) == 1 and "" not in references else []
     machines = {m.hardware for m in regressions}
@@ -164,8 +166,9 @@ def brief_markdown(tests: Sequence[TestRecord], link: str | None = None, not_run
                f"### {count(len(regressions), 'regression')} beyond the figures' noise{on}")
     several = len({t.hardware for t in failed}) > 1
     listings = [(["### Failed tests", ""], [failed_line(t, several) for t in failed], "failed test"),
-                (["### A/B against the reference", "", *reference, *COMMENT_AB_HEADER],
-                 [comment_ab_row(*row, with_reference=not reference) for row in ab], "comparison"),
+                (["### A/B against the reference", "", *reference, *ab_header],
+                 [comment_ab_row(*row, with_reference=not reference, mixed="each row" in ab_header[0]) for row in ab],
+                 "comparison"),
                 ([heading, "", *REGRESSION_HEADER], [regression_row(m, d, scales, not on) for m in regressions],
                  "regression")]
     listings = [listing for listing in listings if listing[1]]

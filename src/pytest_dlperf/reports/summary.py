@@ -54,9 +54,25 @@ def _figure_rows_md(ms: Sequence[MetricRecord], d: digest.Digest, scales: dict) 
     return FIGURE_HEADER + [figure_row(m, d, scales) for m in ms] + [""]
 
 
-#: The A/B table: its header and rule, then one :func:`ab_row` per (test, scenario).
-AB_HEADER = ["| test | scenario | candidate/reference | 95% interval | process pairs | verdict | reference |",
-             "| --- | --- | ---: | --- | ---: | --- | --- |"]
+#: An A/B interval's confidence where its report predates the ``ab_confidence`` field.
+EARLIER_AB_CONFIDENCE = 0.95
+
+
+def interval_heading(fields: Sequence[dict[str, str]]) -> str:
+    """The A/B table's interval column: its confidence, when every row has the same one."""
+    levels = {float(f.get("ab_confidence") or EARLIER_AB_CONFIDENCE) for f in fields}
+    return f"{levels.pop():.0%} interval" if len(levels) == 1 else "interval (confidence in each row)"
+
+
+def interval_cell(f: dict[str, str], mixed: bool) -> str:
+    interval = "[" + ", ".join(f"{float(b):.3f}" for b in f.get("ab_interval", "").split()) + "]"
+    return f"{interval} at {float(f.get('ab_confidence') or EARLIER_AB_CONFIDENCE):.0%}" if mixed else interval
+
+
+def ab_header(fields: Sequence[dict[str, str]]) -> list[str]:
+    """The A/B table's header and rule, before one :func:`ab_row` per (test, scenario)."""
+    return [f"| test | scenario | candidate/reference | {interval_heading(fields)} | process pairs | verdict | "
+            "reference |", "| --- | --- | ---: | --- | ---: | --- | --- |"]
 
 
 def ab_rows(tests: Sequence[TestRecord]) -> list[tuple[TestRecord, str, dict[str, str]]]:
@@ -64,8 +80,8 @@ def ab_rows(tests: Sequence[TestRecord]) -> list[tuple[TestRecord, str, dict[str
     return [(t, label, fields) for t in tests for label, fields in t.ab.items()]
 
 
-def ab_row(t: TestRecord, label: str, f: dict[str, str]) -> str:
-    interval = "[" + ", ".join(f"{float(b):.3f}" for b in f.get("ab_interval", "").split()) + "]"
+def ab_row(t: TestRecord, label: str, f: dict[str, str], mixed: bool = False) -> str:
+    interval = interval_cell(f, mixed)
     ratio = f"{float(f['ab_ratio']):.3f}x" if f.get("ab_ratio") else "-"
     reference = f.get("reference_commit") or f.get("reference_software", "")
     return (f"| `{cell(t.test)}` | {cell(label)} | {ratio} | {interval} | {f.get('ab_process_pairs', '-')} | "
@@ -145,8 +161,9 @@ def summary_markdown(tests: Sequence[TestRecord]) -> str:
     lines += _skipped_lines(tests)
     ab = ab_rows(tests)
     if ab:
-        lines += ["### A/B against the reference environment", "", *AB_HEADER]
-        lines += [ab_row(t, label, f) for t, label, f in ab]
+        header = ab_header([f for *_, f in ab])
+        lines += ["### A/B against the reference environment", "", *header]
+        lines += [ab_row(t, label, f, mixed="each row" in header[0]) for t, label, f in ab]
         lines.append("")
     scales = digest.unit_scales(metrics)
     for t in unique_tests(tests):
