@@ -59,7 +59,9 @@ def test_the_newest_run_in_detail_regressions_first_and_every_figure_s_history(t
     assert page.index('id="attention"') < page.index('id="tests"') < page.index('id="charts"')
     attention = text[text.index("Regressions and failures"):text.index("Tests perf_tests")]
     assert "regression: fp32 throughput 80 samples/s vs baseline 100 (-20.0%)" in attention
-    assert "cpu-test-4cpu fp32 throughput 80 img/s IQR 4 100 img/s -20.0%" in attention
+    # every row on one machine: its key said once above the table, not in a column
+    assert "All on cpu-test-4cpu . test scenario metric" in attention
+    assert "test_amp[resnet18] fp32 throughput 80 img/s IQR 4 100 img/s -20.0%" in attention
     assert "amp_vs_fp32 speedup 2.62x" in attention  # the paired evidence beside the absolute throughput
     # Units a person reads; the direction where lower is better.
     assert "1.863 GiB" in text and "peak_host_memory (lower is better)" in text
@@ -335,3 +337,21 @@ def test_chromium_shows_the_verdict_on_the_first_screen_and_no_table_wider_than_
     assert len(cells) >= 3 + 9 and all(LONG in text for text, *_ in cells)
     crushed = [c for c in cells if c[2] > c[1] or c[1] < 150]
     assert not crushed, f"{len(crushed)} test cells overflow or are narrower than 150 px: {crushed[:2]}"
+
+
+WHOLE_RUN = Path(__file__).parents[1] / "bench" / "results" / "cpu2-avx2-aa-suite" / "perf-7462095"
+
+
+def test_a_real_suite_s_tables_fit_the_page_and_say_a_shared_machine_once(tmp_path, capsys):
+    """A whole `tox -m perf` run's twelve reports: its long inconclusive table once ran past a 1400 px
+    window (the verdict column off the edge); a table whose rows share a machine key names it above
+    the table instead of in a column."""
+    page = html_of(tmp_path, capsys, WHOLE_RUN)
+    start = page.index('id="inconclusive"')
+    table = page[start:page.index("</table>", start)]
+    assert "<th>hardware</th>" not in table and '<td class="hw">' not in table
+    assert '<p class="shared">All on <code>cpu-amd-epyc-f25m1-2cpu-avx2</code>.</p>' in table
+    g = _geometry(tmp_path, tmp_path / "html" / "index.html", 1400, 900)
+    width = g["viewport"][0]
+    wide = [t for t in g["tables"] if t[0] < 0 or t[2] > width]
+    assert not wide and g["pageWidth"] <= width, f"{len(wide)} tables wider than {width} px: {wide[:3]}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Sequence
 
 from pytest_dlperf.reports.digest import cannot_detect, gate_of, marks_of, paired_evidence, paired_text
@@ -66,26 +67,46 @@ def verdict_cell(m: MetricRecord) -> str:
 
 
 def metric_row(m: MetricRecord, with_test: bool = False, hardware: str = "", scales: Scales | None = None,
-                figures: Sequence[MetricRecord] = ()) -> str:
+               figures: Sequence[MetricRecord] = (), columns: Columns | None = None) -> str:
     """One figure: its machine key in a column of its own; ``figures``: the page's, for the paired
-    evidence beside a throughput (the test's speedups)."""
+    evidence beside a throughput (the test's speedups); ``columns``: which optional columns the table has."""
+    columns = columns or Columns()
     scale = (scales or {}).get((m.metric, m.unit))
     cells = [f'<td class="test"><code>{wrapped_name(short_test(m.test))}</code></td>'] if with_test else []
     direction = " <small>(lower is better)</small>" if m.direction == LOWER else ""
     floor = f" <small>claim ≥ {m.floor:.3g}x</small>" if m.floor is not None else ""
-    paired = "<br>".join(_e(paired_text(p)) for p in paired_evidence(m, figures))
-    cells += [f'<td class="hw"><code>{_e(m.hardware or hardware or "–")}</code></td>', f"<td>{_e(m.label)}</td>",
-              f"<td>{_e(m.metric)}{direction}</td>",
-              f'<td class="num">{_e(observed(m, scale))}{spread(m, scale)}{floor}</td>',
+    if columns.hardware:
+        cells.append(f'<td class="hw"><code>{_e(m.hardware or hardware or "–")}</code></td>')
+    cells += [f'<td class="label">{_e(m.label)}</td>', f"<td>{_e(m.metric)}{direction}</td>",
+              f'<td class="num observed">{_e(observed(m, scale))}{spread(m, scale)}{floor}</td>',
               f'<td class="num">{_e(figure(m.baseline, m.unit, scale))}</td>',
               f'<td class="num">{_e(change(m.delta))}</td>', f'<td class="num gate">{gate_cell(m)}</td>',
-              verdict_cell(m),
-              f'<td class="paired">{paired or "–"}</td>']
+              verdict_cell(m)]
+    if columns.paired:
+        paired = "<br>".join(_e(paired_text(p)) for p in paired_evidence(m, figures))
+        cells.append(f'<td class="paired">{paired or "–"}</td>')
     return "<tr>" + "".join(cells) + "</tr>"
 
 
-METRIC_HEAD = ("<tr>{test}<th>hardware</th><th>scenario</th><th>metric</th><th>observed</th><th>baseline</th>"
-                "<th>change</th><th>± gate</th><th>verdict</th><th>paired evidence</th></tr>")
+@dataclass(frozen=True)
+class Columns:
+    """A figure table's optional columns: left out where every row would show the same thing, so the
+    table fits the page (the shared hardware key is said once above it)."""
+
+    hardware: bool = True
+    paired: bool = True
+
+    @classmethod
+    def needed(cls, ms: Sequence[MetricRecord], figures: Sequence[MetricRecord]) -> Columns:
+        return cls(hardware=len({m.hardware for m in ms}) > 1,
+                   paired=any(paired_evidence(m, figures) for m in ms))
+
+    def head(self, test: str) -> str:
+        return ("<tr>" + test + ("<th>hardware</th>" if self.hardware else "")
+                + "<th>scenario</th><th>metric</th><th>observed</th><th>baseline</th><th>change</th><th>± gate</th>"
+                + "<th>verdict</th>" + ("<th>paired evidence</th>" if self.paired else "") + "</tr>")
+
+
 LEGEND = ("<b>±</b> is each figure's gate: the change for the worse its verdict catches 19 times in 20 in one "
           "new run (its tolerance, widened by its run-to-run noise over the recorded runs; half as often at "
           "a smaller change). <b>no change</b>: the evidence bounds the change within the tolerance. "

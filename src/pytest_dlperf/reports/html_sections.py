@@ -8,7 +8,7 @@ from typing import Sequence
 
 from pytest_dlperf.reports.combine import all_skipped, skipped_note
 from pytest_dlperf.reports.digest import SHIFT_MIN_FIGURES, SHIFT_SHARE, Digest, better_change, digest, unit_scales
-from pytest_dlperf.reports.html_cells import METRIC_HEAD, Scales, change, figure, metric_row, wrapped_name
+from pytest_dlperf.reports.html_cells import Columns, Scales, change, figure, metric_row, wrapped_name
 from pytest_dlperf.reports.records import MetricRecord, TestRecord
 from pytest_dlperf.reports.runs import Run
 from pytest_dlperf.result import LOWER
@@ -54,8 +54,12 @@ def summary_section(run: Run, tests: list[TestRecord], d: Digest | None = None) 
 
 
 def figure_table(ms: Sequence[MetricRecord], d: Digest, scales: Scales) -> str:
-    return ("<table>" + METRIC_HEAD.format(test='<th class="test">test</th>')
-            + "".join(metric_row(m, with_test=True, scales=scales, figures=d.figures) for m in ms) + "</table>")
+    columns = Columns.needed(ms, d.figures)
+    shared = ("" if columns.hardware or not ms[0].hardware else
+              f'<p class="shared">All on <code>{_e(ms[0].hardware)}</code>.</p>')
+    return (shared + "<table>" + columns.head('<th class="test">test</th>')
+            + "".join(metric_row(m, with_test=True, scales=scales, figures=d.figures, columns=columns) for m in ms)
+            + "</table>")
 
 
 def failure_table(ts: Sequence[TestRecord], head: str) -> str:
@@ -153,7 +157,7 @@ def tests_section(tests: list[TestRecord], d: Digest | None = None, scales: Scal
                        + (f" <small>{_e(t.message)}</small>" if t.message and t.outcome != "passed" else "")
                        + (f" <small>on {_e(t.hardware)}</small>" if t.hardware else "") + "</p>")
             if t.metrics:
-                out.append("<table>" + METRIC_HEAD.format(test="") + "".join(
+                out.append("<table>" + Columns().head("") + "".join(
                     metric_row(m, hardware=t.hardware, scales=scales, figures=d.figures if d else t.metrics)
                     for m in t.metrics) + "</table>")
                 described = [(label, t.scenarios[label]) for label in t.labels if label in t.scenarios]
