@@ -21,7 +21,8 @@ from typing import Sequence
 
 from pytest_dlperf.reports import digest
 from pytest_dlperf.reports.records import MetricRecord, TestRecord
-from pytest_dlperf.reports.summary import ab_rows, cell, gate_md, headline_md, interval_cell, interval_heading
+from pytest_dlperf.reports.summary import (ab_rows, cell, gate_md, headline_md, interval_cell, interval_heading,
+                                          mixed_confidence)
 from pytest_dlperf.text import number, percent
 from pytest_dlperf.units import count
 
@@ -52,6 +53,8 @@ def code(text: str) -> str:
 #: The brief's table of regressions: one row per figure, the test over what was measured.
 REGRESSION_HEADER = ["| test and figure | observed | baseline | change | ±\u00a0gate |",
                      "| --- | ---: | ---: | ---: | --- |"]
+
+
 def comment_ab_header(fields: Sequence[dict[str, str]]) -> list[str]:
     """The brief's A/B table (:func:`comment_ab_row`): one row per (test, scenario), narrower than the summary's."""
     return [f"| test and scenario | candidate / reference | {interval_heading(fields)} | process pairs | verdict |",
@@ -155,7 +158,7 @@ def brief_markdown(tests: Sequence[TestRecord], link: str | None = None, not_run
     failed = (d.failures["correctness"] + d.failures["other"]
               + [t for t in d.failures["performance"] if t.test not in shown])
     ab = sorted(ab_rows(tests), key=lambda row: row[2].get("ab_verdict") != "regression")
-    ab_header = comment_ab_header([f for *_, f in ab])
+    ab_fields = [f for *_, f in ab]
     references = {reference_of(fields) for _, _, fields in ab}
     reference = [f"Reference: {next(iter(references))}", ""] if len(references) == 1 and "" not in references else []
     machines = {m.hardware for m in regressions}
@@ -166,8 +169,8 @@ def brief_markdown(tests: Sequence[TestRecord], link: str | None = None, not_run
                f"### {count(len(regressions), 'regression')} beyond the figures' noise{on}")
     several = len({t.hardware for t in failed}) > 1
     listings = [(["### Failed tests", ""], [failed_line(t, several) for t in failed], "failed test"),
-                (["### A/B against the reference", "", *reference, *ab_header],
-                 [comment_ab_row(*row, with_reference=not reference, mixed="each row" in ab_header[0]) for row in ab],
+                (["### A/B against the reference", "", *reference, *comment_ab_header(ab_fields)],
+                 [comment_ab_row(*row, with_reference=not reference, mixed=mixed_confidence(ab_fields)) for row in ab],
                  "comparison"),
                 ([heading, "", *REGRESSION_HEADER], [regression_row(m, d, scales, not on) for m in regressions],
                  "regression")]

@@ -58,10 +58,16 @@ def _figure_rows_md(ms: Sequence[MetricRecord], d: digest.Digest, scales: dict) 
 EARLIER_AB_CONFIDENCE = 0.95
 
 
+def mixed_confidence(fields: Sequence[dict[str, str]]) -> bool:
+    """Whether the A/B rows' intervals differ in confidence, so each row must name its own."""
+    return len({float(f.get("ab_confidence") or EARLIER_AB_CONFIDENCE) for f in fields}) > 1
+
+
 def interval_heading(fields: Sequence[dict[str, str]]) -> str:
     """The A/B table's interval column: its confidence, when every row has the same one."""
-    levels = {float(f.get("ab_confidence") or EARLIER_AB_CONFIDENCE) for f in fields}
-    return f"{levels.pop():.0%} interval" if len(levels) == 1 else "interval (confidence in each row)"
+    if mixed_confidence(fields) or not fields:
+        return "interval (confidence in each row)"
+    return f"{float(fields[0].get('ab_confidence') or EARLIER_AB_CONFIDENCE):.0%} interval"
 
 
 def interval_cell(f: dict[str, str], mixed: bool) -> str:
@@ -161,9 +167,9 @@ def summary_markdown(tests: Sequence[TestRecord]) -> str:
     lines += _skipped_lines(tests)
     ab = ab_rows(tests)
     if ab:
-        header = ab_header([f for *_, f in ab])
-        lines += ["### A/B against the reference environment", "", *header]
-        lines += [ab_row(t, label, f, mixed="each row" in header[0]) for t, label, f in ab]
+        fields = [f for *_, f in ab]
+        lines += ["### A/B against the reference environment", "", *ab_header(fields)]
+        lines += [ab_row(t, label, f, mixed_confidence(fields)) for t, label, f in ab]
         lines.append("")
     scales = digest.unit_scales(metrics)
     for t in unique_tests(tests):
