@@ -264,8 +264,8 @@ def test_pipes_and_backticks_in_test_ids_read_as_they_are() -> None:
 def test_a_test_failed_on_performance_with_no_regression_row_is_listed() -> None:
     """The run as a whole regressed after its common shift while no figure alone did (as in a CI rehearsal's
     perf-torch.xml): the headline says FAILED, so the failure must say why."""
-    message = ("after the run's shift: regression: fp32 throughput 34.31 samples/s vs baseline 53.42 (-35.8%, "
-               "tolerance 10.0%)")
+    message = ("after the run's shift: t.py::b: regression: fp32 throughput 34.31 samples/s vs baseline 53.42 "
+               "(-35.8%, tolerance 10.0%)")
     tests = [Record("t.py::a", "passed", hardware=HW, software=SOFTWARE, metrics=[throughput("t.py::a", 95.0)]),
              Record("dlperf.py::run", "failed", message)]
     comment = reads_as_a_comment(brief.brief_markdown(tests), tests)

@@ -11,8 +11,8 @@ import pytest
 from pytest_dlperf.child import environment
 from pytest_dlperf.judging.gates import family_alpha, t_quantile
 from pytest_dlperf.judging.noise import EXACT, PRIORS, SHIFT_PRIORS, STILL_LEVEL, MachineNoise, squeeze
-from pytest_dlperf.judging.run_shift import judge_run
-from pytest_dlperf.judging.verdict import INCONCLUSIVE, OK, REGRESSION, compare, log_change
+from pytest_dlperf.judging.run_shift import failure_message, judge_run
+from pytest_dlperf.judging.verdict import INCONCLUSIVE, OK, REGRESSION, Verdict, compare, log_change
 from pytest_dlperf.judging.baselines import Baseline
 from pytest_dlperf.result import metric_from
 
@@ -411,3 +411,22 @@ def test_a_machine_without_baselines_names_the_other_hardware_it_will_not_compar
     assert lines[0].startswith(f"No smoke baselines for this machine: hardware key {here}")
     assert lines[1] == ("  cpu-amd-epyc-f25m17-2cpu-avx512bf16 is other hardware (AMD EPYC 9R14, avx512bf16, "
                         "family 25 model 17): not compared.")
+
+
+def test_the_run_s_failure_names_on_its_first_line_each_test_that_regressed_after_the_shift():
+    """Issue 47: reports and the brief keep a failure's first line, and the run's said "after the run's shift:
+    regression: fp32 throughput ..." without the test, and nothing of a second finding."""
+    def throughput(test: str, observed: float, status: str) -> Verdict:
+        return Verdict(test, "fp32", "throughput", "samples/s", "higher", observed, 100.0, 0.10, status)
+
+    before = [throughput("t.py::test_a", 70.0, OK), throughput("t.py::test_b", 98.0, OK),
+              throughput("t.py::test_c", 60.0, REGRESSION)]
+    slower = throughput("t.py::test_a", 70.0, REGRESSION)
+    one = failure_message([], before, [slower, *before[1:]])
+    assert one.splitlines() == [f"after the run's shift: t.py::test_a: {slower.line()}"]
+    two = failure_message([], before, [slower, throughput("t.py::test_b", 98.0, REGRESSION), before[2]])
+    first, *rest = two.splitlines()
+    assert first == ("the run failed on 2 findings: t.py::test_a fp32 throughput -30.0%; "
+                     "t.py::test_b fp32 throughput -2.0%")
+    assert [line.split(": ")[1] for line in rest] == ["t.py::test_a", "t.py::test_b"]
+    assert failure_message([], before, before) == ""

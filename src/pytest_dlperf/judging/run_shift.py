@@ -124,16 +124,16 @@ def _again(v: Verdict, shift: float | None, shared: float, alpha: float,
 
 
 def failure_message(shifts: Sequence[Verdict], before: Sequence[Verdict], after: Sequence[Verdict]) -> str:
-    """What the run as a whole shows: shifts beyond their gates, then figures that regressed after them."""
-    lines = []
-    for s in shifts:
-        if s.status == REGRESSION:
-            lines.append(f"every {s.framework or 'unknown'} {s.kind} figure moved {s.observed - 1:+.1%} together "
-                         f"on {s.hardware} ({s.detail}; the run's shift {catch_text(s.gate, s.gate_half)}): "
-                         "this machine or this framework changed")
-    for old, new in zip(before, after):
-        if new.status == REGRESSION and old.status != REGRESSION:
-            lines.append(f"after the run's shift: {new.line()}")
-    return "\n".join(lines)
-
-
+    """What the run as a whole shows: shifts beyond their gates, then figures that regressed after them.
+    With several findings the first line names them all, since reports and the brief keep only that line."""
+    moved = [s for s in shifts if s.status == REGRESSION]
+    regressed = [new for old, new in zip(before, after) if new.status == REGRESSION and old.status != REGRESSION]
+    lines = [f"every {s.framework or 'unknown'} {s.kind} figure moved {s.observed - 1:+.1%} together on "
+             f"{s.hardware} ({s.detail}; the run's shift {catch_text(s.gate, s.gate_half)}): this machine or "
+             "this framework changed" for s in moved]
+    lines += [f"after the run's shift: {v.test}: {v.line()}" for v in regressed]
+    if len(lines) < 2:
+        return "".join(lines)
+    named = ([f"every {s.framework or 'unknown'} {s.kind} figure {s.observed - 1:+.1%}" for s in moved]
+             + [f"{v.test} {v.label} {v.metric} {v.delta:+.1%}" for v in regressed])
+    return "\n".join([f"the run failed on {len(lines)} findings: " + "; ".join(named), *lines])
