@@ -18,6 +18,10 @@ Sections, per machine type and kind:
   suite's level: median and range per kind;
 - ``d0``: each (framework, kind)'s prior weight, by limma's moments and as the model fits it, on all its
   figures and on random halves of them;
+- ``unseen``: the same tally over judged runs made after the model's two numbers about ``d0`` were
+  chosen (:data:`UNSEEN`), each against every recorded run: the check that is out of sample in them;
+- ``runs``: each judged AVX2 run, a pytest run per framework against every recorded run, and what it
+  would fail (the unseen runs are listed in their section);
 - ``memory``: per framework, a peak memory 8% larger in each held-out run, one figure at a time, and
   the gates it meets; and a run of one test whose memory is 9% larger.
 
@@ -32,7 +36,7 @@ import random
 import re
 import statistics
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -93,6 +97,19 @@ def of_file(hardware: str, name: str, path: Path, judged: list[dict] | None = No
     facts, runs = suite_trials.runs_of_file(path)
     runs = runs[-RECORDED:] if len(runs) < 2 * RECORDED else runs  # a few figures with an older fourth run
     return DataSet(hardware, name, facts, runs + (judged or []), len(runs))
+
+
+#: Judged A/A runs of the AVX2 type made after the belief about ``d0`` was chosen (8ff1560, 2026-11-28
+#: 12:20 UTC), against the same baseline file: the rehearsal of ``.ci/run`` at 89cc24d (16:10-17:21).
+UNSEEN = ("rehearsal-89cc24d",)
+
+
+def unseen_set() -> DataSet:
+    avx2 = "cpu-amd-epyc-f25m1-2cpu-avx2"
+    base = ROOT / "baselines" / f"{avx2}.json"
+    judged = suite_trials.runs_of_reports([RESULTS / "cpu2-avx2-aa-suite" / n for n in UNSEEN], base)
+    return of_file(avx2, f"baseline file + {len(UNSEEN)} judged run(s) not seen when d0's belief was chosen",
+                   base, judged)
 
 
 def data_sets() -> list[DataSet]:
@@ -173,6 +190,22 @@ def calibrate(sets: list[DataSet], group: Callable[[DataSet, Any], str]) -> dict
                         seen.add(twin)
                         tallies[(data.cpu, v.kind, group(data, v), stage)].add(v.p_value, held >= data.recorded)
     return tallies
+
+
+def run_verdicts(data: DataSet) -> Iterator[str]:
+    """Each judged run as ``tox -m perf`` judges it, a pytest run per framework against every recorded run:
+    what it would fail (regressions after the run's shift, or a shift beyond its gate)."""
+    recorded = data.runs[:data.recorded]
+    for held in range(data.recorded, len(data.runs)):
+        run = data.runs[held]
+        for framework in sorted({data.framework(k) for k in run if k in data.facts}):
+            result = suite_trials.judge(data.facts, recorded, run, {}, data.hardware, data.tolerance, SUITE_ALPHA,
+                                        only=of_framework(data, framework))
+            statuses = Counter(v.status for v in result["after"] if v.kind in KINDS)
+            bad = sorted(suite_trials.failed(result))
+            yield (f"judged run {held - data.recorded + 1} {framework:<10} figures {sum(statuses.values()):>3}: "
+                   + ", ".join(f"{n} {status}" for status, n in sorted(statuses.items()))
+                   + f"; fails on: {bad if bad else 'nothing'}")
 
 
 def centres(data: DataSet) -> tuple[list[dict], dict]:
@@ -307,7 +340,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--draws", type=int, default=200, help="random halves per kind for d0's stability")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--sections", default="calibration,gates,d0,memory")
+    ap.add_argument("--sections", default="calibration,unseen,runs,gates,d0,memory")
     args = ap.parse_args()
     sections = args.sections.split(",")
     sets = data_sets()
@@ -324,6 +357,20 @@ def main() -> None:
             for (cpu, kind, framework, stage), tally in sorted(calibrate(sets, group).items()):
                 if title == "per kind" or (kind in ("memory", "throughput") and cpu.startswith("cpu")):
                     print(f"{cpu:<44} {kind:<14} {framework:<10} {stage:<6} {tally.row()}")
+
+    if "unseen" in sections:
+        unseen = unseen_set()
+        print(f"\n== unseen: {unseen.hardware}: {unseen.name}; the judged values alone are out of sample")
+        print(f"{'kind':<14} {'stage':<6} {HEADER}")
+        for (_, kind, _, stage), tally in sorted(calibrate([unseen], lambda data, v: "").items()):
+            print(f"{kind:<14} {stage:<6} {tally.row()}")
+        for line in run_verdicts(unseen):
+            print(line)
+
+    if "runs" in sections:
+        print(f"\n== runs: {sets[0].hardware}: {sets[0].name}, each judged run as tox -m perf judges it")
+        for line in run_verdicts(sets[0]):
+            print(line)
 
     if "gates" in sections:
         print(f"\n== gates: the change caught 19 times in 20 against each baseline file's recorded runs, in a run "
