@@ -17,7 +17,13 @@ removes is where the offset lives:
 - ``hugepages``: glibc's allocator backed by transparent huge pages (``glibc.malloc.hugetlb=1``): an
   offset from page placement and TLB reach shrinks;
 - ``two-threads``: two compute threads on the two-core VM, the child's default there: what thread
-  placement between two cores adds.
+  placement between two cores adds;
+- ``one-build``: as ``free``, but the model is built once and its rounds are cut into blocks the size of
+  a build: if blocks of one build differ as much as builds do, what differs between builds is when they
+  ran, not where their tensors landed.
+
+Each round also records the process's CPU time and the VM's steal time (``/proc/stat``): a round slower
+because the host took the CPU away shows steal, and one slower while it held the CPU does not.
 
 Conditions alternate process by process, so the machine's drift falls on all alike. Each part's spread
 is estimated with the classical nested random-effects moments, with a 90% interval from the chi-square
@@ -41,13 +47,24 @@ from types import SimpleNamespace
 
 STEP_FILE = Path(__file__).resolve().parents[1] / "examples" / "own_step" / "tiny_lm.py"
 WARMUP = 3
-CONDITIONS: dict[str, tuple[list[str], dict[str, str], int]] = {
-    "free": ([], {}, 1),
-    "no-aslr": (["setarch", platform.machine(), "-R"], {}, 1),
-    "pinned": (["taskset", "-c", "1"], {}, 1),
-    "hugepages": ([], {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}, 1),
-    "two-threads": ([], {}, 2),
+#: condition: (command prefix, environment, compute threads, rebuild the model for each block of rounds)
+CONDITIONS: dict[str, tuple[list[str], dict[str, str], int, bool]] = {
+    "free": ([], {}, 1, True),
+    "no-aslr": (["setarch", platform.machine(), "-R"], {}, 1, True),
+    "pinned": (["taskset", "-c", "1"], {}, 1, True),
+    "hugepages": ([], {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}, 1, True),
+    "two-threads": ([], {}, 2, True),
+    "one-build": ([], {}, 1, False),
 }
+
+
+def steal_seconds() -> float:
+    """The VM's steal time so far, all CPUs (``/proc/stat``), in seconds; 0 where the kernel has none."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def child(args: argparse.Namespace) -> None:
@@ -60,26 +77,36 @@ def child(args: argparse.Namespace) -> None:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     builds: list[list[float]] = []
+    cpu: list[list[float]] = []
+    steal: list[list[float]] = []
+    step = None
     for b in range(args.builds):
-        step = module.make_step(SimpleNamespace(seed=b, device="cpu", batch_size=16))
-        for _ in range(WARMUP):
-            step()
-        rounds = []
+        if step is None or args.rebuild:
+            step = None
+            gc.collect()
+            step = module.make_step(SimpleNamespace(seed=b, device="cpu", batch_size=16))
+            for _ in range(WARMUP):
+                step()
+        rounds, cpus, steals = [], [], []
         for _ in range(args.rounds):
-            started = time.perf_counter()
+            started, cpu_started, steal_started = time.perf_counter(), time.process_time(), steal_seconds()
             for _ in range(args.steps):
                 step()
-            rounds.append((time.perf_counter() - started) / args.steps)
+            wall = time.perf_counter() - started
+            rounds.append(wall / args.steps)
+            cpus.append((time.process_time() - cpu_started) / wall)
+            steals.append((steal_seconds() - steal_started) / wall)
         builds.append(rounds)
-        del step
-        gc.collect()
-    print(json.dumps(builds))
+        cpu.append(cpus)
+        steal.append(steals)
+    print(json.dumps({"seconds": builds, "cpu": cpu, "steal": steal}))
 
 
-def spawn(args: argparse.Namespace, condition: str) -> list[list[float]]:
-    prefix, env, threads = CONDITIONS[condition]
+def spawn(args: argparse.Namespace, condition: str) -> dict[str, list[list[float]]]:
+    prefix, env, threads, rebuild = CONDITIONS[condition]
     command = [*prefix, sys.executable, __file__, "--child", "--builds", str(args.builds),
-               "--rounds", str(args.rounds), "--steps", str(args.steps), "--threads", str(threads)]
+               "--rounds", str(args.rounds), "--steps", str(args.steps), "--threads", str(threads),
+               *(["--rebuild"] if rebuild else [])]
     out = subprocess.run(command, capture_output=True, text=True, check=True,
                          env={**os.environ, "OMP_NUM_THREADS": str(threads), **env}).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -115,6 +142,10 @@ def components(processes: list[list[list[float]]]) -> dict[str, tuple[float, flo
     return out
 
 
+def correlation(xs: list[float], ys: list[float]) -> float:
+    return statistics.correlation(xs, ys) if len(set(xs)) > 1 else float("nan")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--processes", type=int, default=8)
@@ -122,6 +153,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--rebuild", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--conditions", default=",".join(CONDITIONS))
     parser.add_argument("--out", type=Path)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -137,10 +169,14 @@ def main() -> int:
              f"{args.rounds} rounds x {args.steps} steps each, python {sys.version.split()[0]}, "
              f"{os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"]
     data: dict[str, list[list[list[float]]]] = {n: [] for n in names}
+    shares: dict[str, dict[str, list[float]]] = {n: {"cpu": [], "steal": []} for n in names}
     started = time.monotonic()
     for i in range(args.processes):
         for name in names if i % 2 == 0 else reversed(names):
-            data[name].append(spawn(args, name))
+            got = spawn(args, name)
+            data[name].append(got["seconds"])
+            for part in ("cpu", "steal"):
+                shares[name][part] += [x for block in got[part] for x in block]
             means = [statistics.fmean(b) * 1e3 for b in data[name][-1]]
             print(f"process {i} {name:12s} build means (ms/step): " + " ".join(f"{m:.2f}" for m in means), flush=True)
     lines.append(f"# {time.monotonic() - started:.0f} s; sd on the log scale (~ relative), 90% interval of the "
@@ -153,7 +189,18 @@ def main() -> int:
         cells = [f"{c[k][0]:6.2%} [{c[k][2]:5.2%},{c[k][3]:6.2%}]" for k in ("round", "build", "process",
                                                                           "process means")]
         lines.append(f"{name:12s} {mean:8.2f}  " + "  ".join(f"{x:>22s}" for x in cells))
-    lines.append("# raw: " + json.dumps(data))
+    lines.append("# per round: the process's CPU time and the VM's steal time (all CPUs) as shares of its wall "
+                 "time, and their correlation with the round's log step time")
+    lines.append(f"{'condition':12s} {'cpu median':>10s} {'cpu p10':>8s} {'steal median':>12s} {'steal p90':>9s} "
+                 f"{'r(cpu)':>7s} {'r(steal)':>8s}")
+    for name in names:
+        logs = [math.log(t) for builds in data[name] for rounds in builds for t in rounds]
+        cpu, steal = shares[name]["cpu"], shares[name]["steal"]
+        deciles = statistics.quantiles(cpu, n=10), statistics.quantiles(steal, n=10)
+        lines.append(f"{name:12s} {statistics.median(cpu):10.1%} {deciles[0][0]:8.1%} "
+                     f"{statistics.median(steal):12.2%} {deciles[1][-1]:9.2%} {correlation(cpu, logs):7.2f} "
+                     f"{correlation(steal, logs):8.2f}")
+    lines.append("# raw: " + json.dumps({"seconds": data, "shares": shares}))
     print("\n".join(lines[1:-1]))
     if args.out:
         args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
