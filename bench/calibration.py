@@ -23,7 +23,10 @@ Sections, per machine type and kind:
 - ``runs``: each judged AVX2 run, a pytest run per framework against every recorded run, and what it
   would fail (the unseen runs are listed in their section);
 - ``memory``: per framework, a peak memory 8% larger in each held-out run, one figure at a time, and
-  the gates it meets; and a run of one test whose memory is 9% larger.
+  the gates it meets; and a run of one test whose memory is 9% larger;
+- ``first``: a new machine type after its first recording: each run of a CPU type taken alone as the
+  recorded one and every other run judged against it, a pytest run per framework as ``tox -m perf``
+  makes them: held-out values beyond the 99% gate per kind, and the runs that would fail.
 
     python bench/calibration.py > bench/results/calibration-<date>.txt
 """
@@ -332,6 +335,39 @@ def one_test(data: DataSet, test: str, factor: float) -> list[Any]:
     return [v for v in result["after"] if v.metric == "peak_host_memory"]
 
 
+def first_recording(sets: list[DataSet]) -> Iterator[str]:
+    """Each CPU data set's runs, each taken alone as the one recorded run and the others judged against it."""
+    for data in sets:
+        if not data.hardware.startswith("cpu") or len(data.runs) < 2:
+            continue
+        tallies: dict[str, Tally] = defaultdict(Tally)
+        pairs = failing = 0
+        causes: Counter = Counter()
+        for recorded in range(len(data.runs)):
+            for held in range(len(data.runs)):
+                if held == recorded:
+                    continue
+                run = data.runs[held]
+                for framework in sorted({data.framework(k) for k in run if k in data.facts}):
+                    result = suite_trials.judge(data.facts, [data.runs[recorded]], run, {}, data.hardware,
+                                                data.tolerance, SUITE_ALPHA, only=of_framework(data, framework))
+                    seen = set()
+                    for v in result["after"]:
+                        twin = (v.test, v.kind, v.observed, v.baseline)
+                        if v.kind in KINDS and v.p_value is not None and twin not in seen:
+                            seen.add(twin)
+                            tallies[v.kind].add(v.p_value, False)
+                    bad = suite_trials.failed(result)
+                    pairs += 1
+                    failing += bool(bad)
+                    causes.update(f"{framework} {metric}" for _, metric in bad)
+        yield f"{data.hardware}: {data.name}: {len(data.runs)} runs"
+        for kind, tally in sorted(tallies.items()):
+            yield f"  {kind:<14} {tally.row()}"
+        yield (f"  pytest runs judged against one recorded run: {pairs}, failing {failing}"
+               + (f" (on {dict(sorted(causes.items()))})" if causes else ""))
+
+
 def percent(value: float) -> str:
     return f"{value:.1%}" if math.isfinite(value) else "none"
 
@@ -340,7 +376,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--draws", type=int, default=200, help="random halves per kind for d0's stability")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--sections", default="calibration,unseen,runs,gates,d0,memory")
+    ap.add_argument("--sections", default="calibration,unseen,runs,gates,d0,memory,first")
     args = ap.parse_args()
     sections = args.sections.split(",")
     sets = data_sets()
@@ -402,6 +438,13 @@ def main() -> None:
             print(f"\none test alone on {avx2.hardware} ({PRECISION_TEST.split('::')[1]}), its memory 9% larger: "
                   f"{v.status}; catches {percent(v.gate or math.inf)} 19 times in 20, "
                   f"half the time at {percent(v.gate_half or math.inf)}; run-to-run {v.noise:.2%} on {v.df:.3g} df")
+
+    if "first" in sections:
+        print("\n== first: a new machine type after one recording: each run of a CPU data set taken alone as the "
+              "recorded run, every other run judged against it (a pytest run per framework), after the run's shift")
+        print(f"  {'kind':<14} {HEADER}")
+        for line in first_recording(sets):
+            print(line)
 
 
 if __name__ == "__main__":

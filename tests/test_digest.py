@@ -86,12 +86,25 @@ def test_a_run_that_judged_no_figure_is_not_called_passed():
     line = digest.digest([tf_test("t.py::a", missing)]).verdict_line()
     assert line.startswith("NOT JUDGED: 0 regressions beyond their noise, 0 correctness failures, 0 inconclusive, "
                            "1 figure without a baseline · 0 figures on cpu-a")
+    assert line.endswith("record baselines with `dlperf record` (or --update-baselines) and commit them")
     skipped = digest.digest([Record("t.py::g", "skipped", "needs 1 CUDA device(s), found 0")])
     assert skipped.verdict_line().startswith("NOT JUDGED: ") and "0 figures on an unnamed machine" in \
         skipped.verdict_line()
     other = dataclasses.replace(missing, test="t.py::b")
     judged = digest.digest([tf_test("t.py::a", memory("t.py::a", 1.0e9)), tf_test("t.py::b", other)])
     assert judged.verdict_line().startswith("PASSED: ") and "1 figure without a baseline" in judged.verdict_line()
+
+
+def test_a_recording_run_s_summary_says_what_it_recorded_and_that_it_judged_nothing():
+    """A run of --update-baselines (or `dlperf record`) compares nothing by design: its summary's headline is
+    RECORDED with the figures written and the machine, neither PASSED nor a NOT JUDGED that reads like a gap."""
+    updated = dataclasses.replace(memory("t.py::a", 1.2e9, verdict="updated"), baseline=None)
+    d = digest.digest([tf_test("t.py::a", updated), tf_test("t.py::b", dataclasses.replace(updated, test="t.py::b"))])
+    assert d.headline == "RECORDED"
+    assert d.verdict_line() == ("RECORDED: 2 figures written as baselines for cpu-a, none judged · python 3.11.7, "
+                                "tensorflow 2.16.1")
+    failed = Record("t.py::c", "failed", "AssertionError: the loss is NaN after 12 steps", hardware="cpu-a")
+    assert digest.digest([tf_test("t.py::a", updated), failed]).headline == "FAILED"
 
 
 def test_in_a_b_mode_the_headline_counts_the_a_b_decisions_and_the_stored_ones_inform():

@@ -220,14 +220,21 @@ class Digest:
 
     @property
     def headline(self) -> str:
-        """FAILED, PASSED, or NOT JUDGED: a run that failed nothing and judged no figure (every baseline
-        missing, every test skipped) passed nothing a performance gate could fail."""
-        return "FAILED" if self.failed else ("PASSED" if self.judged or self.ab_verdicts else "NOT JUDGED")
+        """FAILED, PASSED, RECORDED or NOT JUDGED: a run that failed nothing and judged no figure passed
+        nothing a performance gate could fail; it recorded baselines (``--update-baselines``), or it had
+        none to judge against (every baseline missing, every test skipped)."""
+        if self.failed:
+            return "FAILED"
+        if self.judged or self.ab_verdicts:
+            return "PASSED"
+        return "RECORDED" if self.by_verdict("updated") else "NOT JUDGED"
 
     def verdict_line(self) -> str:
         """One line: what happened, and what was compared with what."""
         if self.ab_verdicts:
             return self.ab_line()
+        if self.headline == "RECORDED":
+            return self.recorded_line()
         regressions = self.by_verdict("regression")
         parts = [count(len(regressions), "regression") + " beyond its noise" if len(regressions) == 1 else
                  count(len(regressions), "regression") + " beyond their noise",
@@ -250,8 +257,22 @@ class Digest:
         missing = len(self.by_verdict("missing"))
         if missing:
             parts.append(count(missing, "figure") + " without a baseline")
+        hint = (" · record baselines with `dlperf record` (or --update-baselines) and commit them"
+                if missing and self.headline == "NOT JUDGED" else "")
         return (f"{self.headline}: " + ", ".join(parts) + f" · {compared}"
-                + (f" · {', '.join(self.software)}" if self.software else ""))
+                + (f" · {', '.join(self.software)}" if self.software else "") + hint)
+
+    def recorded_line(self) -> str:
+        """A recording run's line (``--update-baselines``): what it wrote and for which machine; it judged nothing."""
+        where = ", ".join(self.hardware) or "an unnamed machine"
+        runs = ""
+        if self.runs:
+            low, high = self.runs
+            runs = f", now {low} recorded run{'s' if high > 1 else ''}" if low == high else f", now {low}-{high} recorded runs"
+        missing = len(self.by_verdict("missing"))
+        extra = f", {count(missing, 'figure')} without a baseline" if missing else ""
+        return (f"RECORDED: {count(len(self.by_verdict('updated')), 'figure')} written as baselines for {where}{runs}, "
+                f"none judged{extra}" + (f" · {', '.join(self.software)}" if self.software else ""))
 
 
     def ab_line(self) -> str:
