@@ -268,7 +268,8 @@ class Digest:
         runs = ""
         if self.runs:
             low, high = self.runs
-            runs = f", now {low} recorded run{'s' if high > 1 else ''}" if low == high else f", now {low}-{high} recorded runs"
+            runs = (f", now {low} recorded run{'s' if high > 1 else ''}" if low == high
+                    else f", now {low}-{high} recorded runs")
         missing = len(self.by_verdict("missing"))
         extra = f", {count(missing, 'figure')} without a baseline" if missing else ""
         return (f"RECORDED: {count(len(self.by_verdict('updated')), 'figure')} written as baselines for {where}{runs}, "
