@@ -265,14 +265,9 @@ class Digest:
     def recorded_line(self) -> str:
         """A recording run's line (``--update-baselines``): what it wrote and for which machine; it judged nothing."""
         where = ", ".join(self.hardware) or "an unnamed machine"
-        runs = ""
-        if self.runs:
-            low, high = self.runs
-            runs = (f", now {low} recorded run{'s' if high > 1 else ''}" if low == high
-                    else f", now {low}-{high} recorded runs")
         missing = len(self.by_verdict("missing"))
         extra = f", {count(missing, 'figure')} without a baseline" if missing else ""
-        return (f"RECORDED: {count(len(self.by_verdict('updated')), 'figure')} written as baselines for {where}{runs}, "
+        return (f"RECORDED: {count(len(self.by_verdict('updated')), 'figure')} written as baselines for {where}, "
                 f"none judged{extra}" + (f" · {', '.join(self.software)}" if self.software else ""))
 
 
