@@ -178,6 +178,16 @@ class Tally:
 HEADER = f"{'values':>6} {'>99%':>5} {'share':>6} {'>95%':>6} {'RMS':>5}   {'judged >99%':>8}"
 
 
+def held_out(verdicts: list[Any]) -> Iterator[Any]:
+    """The verdicts a calibration counts: kinds judged by the noise model, with a p-value, twins once."""
+    seen = set()
+    for v in verdicts:
+        twin = (v.test, v.kind, v.observed, v.baseline)
+        if v.kind in KINDS and v.p_value is not None and twin not in seen:
+            seen.add(twin)
+            yield v
+
+
 def calibrate(sets: list[DataSet], group: Callable[[DataSet, Any], str]) -> dict[tuple, Tally]:
     """Each run held out in turn (:meth:`DataSet.histories`): per (type, kind, ``group``, stage)."""
     tallies: dict[tuple, Tally] = defaultdict(Tally)
@@ -186,12 +196,8 @@ def calibrate(sets: list[DataSet], group: Callable[[DataSet, Any], str]) -> dict
             result = suite_trials.judge(data.facts, [data.runs[i] for i in chosen], data.runs[held], {},
                                         data.hardware, data.tolerance, SUITE_ALPHA)
             for stage in ("after", "check"):
-                seen = set()
-                for v in result[stage]:
-                    twin = (v.test, v.kind, v.observed, v.baseline)
-                    if v.kind in KINDS and v.p_value is not None and twin not in seen:
-                        seen.add(twin)
-                        tallies[(data.cpu, v.kind, group(data, v), stage)].add(v.p_value, held >= data.recorded)
+                for v in held_out(result[stage]):
+                    tallies[(data.cpu, v.kind, group(data, v), stage)].add(v.p_value, held >= data.recorded)
     return tallies
 
 
@@ -341,7 +347,7 @@ def first_recording(sets: list[DataSet]) -> Iterator[str]:
         if not data.hardware.startswith("cpu") or len(data.runs) < 2:
             continue
         tallies: dict[str, Tally] = defaultdict(Tally)
-        pairs = failing = 0
+        judged = failing = 0
         causes: Counter = Counter()
         for recorded in range(len(data.runs)):
             for held in range(len(data.runs)):
@@ -351,20 +357,16 @@ def first_recording(sets: list[DataSet]) -> Iterator[str]:
                 for framework in sorted({data.framework(k) for k in run if k in data.facts}):
                     result = suite_trials.judge(data.facts, [data.runs[recorded]], run, {}, data.hardware,
                                                 data.tolerance, SUITE_ALPHA, only=of_framework(data, framework))
-                    seen = set()
-                    for v in result["after"]:
-                        twin = (v.test, v.kind, v.observed, v.baseline)
-                        if v.kind in KINDS and v.p_value is not None and twin not in seen:
-                            seen.add(twin)
-                            tallies[v.kind].add(v.p_value, False)
+                    for v in held_out(result["after"]):
+                        tallies[v.kind].add(v.p_value, False)
                     bad = suite_trials.failed(result)
-                    pairs += 1
+                    judged += 1
                     failing += bool(bad)
                     causes.update(f"{framework} {metric}" for _, metric in bad)
         yield f"{data.hardware}: {data.name}: {len(data.runs)} runs"
         for kind, tally in sorted(tallies.items()):
             yield f"  {kind:<14} {tally.row()}"
-        yield (f"  pytest runs judged against one recorded run: {pairs}, failing {failing}"
+        yield (f"  pytest runs judged against one recorded run: {judged}, failing {failing}"
                + (f" (on {dict(sorted(causes.items()))})" if causes else ""))
 
 
