@@ -85,10 +85,12 @@ def runs_of_logs(logs: list[Path], baseline: Path) -> list[dict[tuple[str, str],
 
 def runs_of_reports(folders: list[Path], baseline: Path) -> list[dict[tuple[str, str], float]]:
     """Each judged run's figures from its JUnit reports (one folder per run, e.g. a rehearsal's
-    ``reports/``): the figures ``baseline`` holds, by its keys (``<test>::<label>@<profile>``)."""
+    ``reports/``): the figures ``baseline`` holds, by its keys (``<test>::<label>@<profile>``), measured on
+    its hardware (an ISA-capped rerun's figures have the same keys and go to another file)."""
     from pytest_dlperf.reports.junit import read_reports
 
-    entries = json.loads(baseline.read_text())["entries"]
+    data = json.loads(baseline.read_text())
+    entries, hardware = data["entries"], data.get("hardware_key")
     by_test: dict[str, list[str]] = {}
     for key in entries:
         by_test.setdefault(key.rsplit("::", 1)[0], []).append(key)
@@ -97,6 +99,8 @@ def runs_of_reports(folders: list[Path], baseline: Path) -> list[dict[tuple[str,
         run = {}
         for test in read_reports(sorted(folder.glob("perf-*.xml")), require_metrics=False):
             for m in test.metrics:
+                if hardware and m.hardware and m.hardware != hardware:
+                    continue
                 key = next((k for k in by_test.get(test.test, []) if k.rsplit("::", 1)[1].split("@")[0] == m.label),
                            None)
                 if key is not None and m.metric in entries[key] and m.value > 0:

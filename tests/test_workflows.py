@@ -286,6 +286,17 @@ def test_every_pytest_run_of_tox_m_perf_records_when_dlperf_record_asks():
     assert seen == perf and runs == 12
 
 
+def test_dlperf_record_knows_the_environments_of_tox_m_perf_whose_reports_estimate_its_time():
+    """A profile without the slow tiers' reports estimated a recording at 11 minutes where it took 27: the
+    estimate names the environments it has no report of, which are tox.ini's ``perf`` label but for the
+    environment that only builds torch and the one that only reports."""
+    from pytest_dlperf.reports import recording
+    ini = tox_ini()
+    labels = dict(line.split("=", 1) for line in ini["tox"]["labels"].strip().splitlines())
+    perf = [env.strip() for env in next(v for k, v in labels.items() if k.strip() == "perf").split(",")]
+    assert tuple(env for env in perf if env not in ("torch", "report")) == recording.DEFAULT_ENVIRONMENTS
+
+
 def last(cmd: list[str], option: str) -> str:
     """The value of ``option``'s last occurrence: the one pytest keeps."""
     return cmd[len(cmd) - cmd[::-1].index(option)]

@@ -174,14 +174,15 @@ def cmd_record(args: argparse.Namespace, out: TextIO) -> int:
     default = not args.suite
     command = list(recording.DEFAULT_COMMAND) if default else list(args.suite)
     if args.estimate_from:
-        profile = recording.profiled_seconds(expand(args.estimate_from))
+        seconds, read = recording.profiled_seconds(expand(args.estimate_from))
     else:
-        profile = recording.profiled_seconds(recording.default_reports() if default else [], strict=False)
+        seconds, read = recording.profiled_seconds(recording.default_reports() if default else [], strict=False)
+    unprofiled = recording.unprofiled_environments(read) if default and read and not args.estimate_from else []
     resume = ["dlperf", "record", *(["--baseline-dir", args.baseline_dir] if args.baseline_dir else []),
               *(["--estimate-from", *args.estimate_from] if args.estimate_from else []),
               *(["--", *args.suite] if args.suite else [])]
-    return recording.record(command, Path(args.baseline_dir or "baselines"), out, shlex.join(resume), profile,
-                            default)
+    return recording.record(command, Path(args.baseline_dir or "baselines"), out, shlex.join(resume),
+                            (seconds, len(read)), default, unprofiled)
 
 
 # --- entry point ---------------------------------------------------------------------------------

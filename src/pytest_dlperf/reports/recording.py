@@ -41,6 +41,8 @@ from pytest_dlperf.units import count
 DEFAULT_COMMAND = ("tox", "-m", "perf")
 #: Where the default command's reports are: its cost profile estimates the next recording's time.
 DEFAULT_REPORTS = ("reports", "perf-*.xml")
+#: The default command's tox environments (tox.ini's ``perf`` label), each writing ``reports/<name>.xml``.
+DEFAULT_ENVIRONMENTS = ("perf-torch", "perf-torch-slow", "perf-tf", "perf-tf-slow", "perf-mxnet", "perf-mxnet-slow")
 #: The setting that makes a pytest run record (``plugin.options``).
 UPDATE = "DLPERF_UPDATE_BASELINES"
 #: Recordings beyond the ones planned at the start that figures whose history started again may take.
@@ -76,27 +78,34 @@ def recordings_needed(runs: Mapping[Figure, Sequence[object]]) -> int:
     return max(RECORDINGS - min(len(r) for r in runs.values()), 0)
 
 
-def profiled_seconds(reports: Sequence[Path], strict: bool = True) -> tuple[float, int]:
-    """One recording's seconds by the cost profile of an earlier run's ``reports``, and how many had one.
+def profiled_seconds(reports: Sequence[Path], strict: bool = True) -> tuple[float, list[Path]]:
+    """One recording's seconds by the cost profile of an earlier run's ``reports``, and the reports that had one.
     Each report is a pytest run of its own: an ISA-capped rerun repeats tests its first run measured.
     Not ``strict``: a report that cannot be read is left out (a run killed while writing it)."""
-    found = []
+    seconds, read = 0.0, []
     for path in reports:
         try:
-            seconds = run_seconds(path)
+            found = run_seconds(path)
         except ReportError:
             if strict:
                 raise
             continue
-        if seconds is not None:
-            found.append(seconds)
-    return sum(found), len(found)
+        if found is not None:
+            seconds += found
+            read.append(path)
+    return seconds, read
 
 
 def default_reports() -> list[Path]:
     """The default command's reports of its last run here."""
     folder, pattern = DEFAULT_REPORTS
     return sorted(Path(folder).glob(pattern))
+
+
+def unprofiled_environments(reports: Sequence[Path]) -> list[str]:
+    """The default command's environments none of ``reports`` is from: an estimate leaves their time out."""
+    names = {path.name for path in reports}
+    return [env for env in DEFAULT_ENVIRONMENTS if f"{env}.xml" not in names]
 
 
 def check_command(command: Sequence[str], default: bool) -> None:
@@ -138,11 +147,11 @@ def _examples(figures: set[Figure], shown: int = 3) -> str:
 
 
 def record(command: Sequence[str], directory: Path, out: TextIO, resume: str,
-           profile: tuple[float, int] = (0.0, 0), default: bool = False) -> int:
+           profile: tuple[float, int] = (0.0, 0), default: bool = False, unprofiled: Sequence[str] = ()) -> int:
     """Run ``command`` as recordings until every figure it records has :data:`RECORDINGS` runs; the exit
     status: 0 done (or nothing to do), a failed recording's own, :data:`INTERRUPTED` on Ctrl-C.
     ``resume``: the command line that continues; ``profile``: :func:`profiled_seconds` of an earlier run;
-    ``default``: ``command`` is :data:`DEFAULT_COMMAND`."""
+    ``default``: ``command`` is :data:`DEFAULT_COMMAND`; ``unprofiled``: its parts the profile has no time of."""
 
     def say(text: str) -> None:
         print(f"dlperf record: {text}", file=out, flush=True)
@@ -169,9 +178,11 @@ def record(command: Sequence[str], directory: Path, out: TextIO, resume: str,
     say(f"each recording is one run of: {shown}")
     per_run, profiled = profile
     if profiled:
+        left_out = (f", which has no report of {', '.join(unprofiled)}: their time is not in it, so the "
+                    "recordings take longer" if unprofiled else "")
         say(f"estimated time: about {duration(remaining * per_run)} ({remaining} x {duration(per_run)}, the "
-            f"tests' time in the cost profile of {count(profiled, 'report')} of an earlier run; start-up comes "
-            "on top)")
+            f"tests' time in the cost profile of {count(profiled, 'report')} of an earlier run{left_out}; "
+            "start-up comes on top)")
     else:
         say(f"estimated time: {remaining} x one recording's, stated when the first ends (no cost profile of an "
             "earlier run was given: --estimate-from REPORT.xml|DIR)")
