@@ -115,6 +115,22 @@ def unseen_set() -> DataSet:
                    base, judged)
 
 
+#: Judged A/A runs of the AVX-512 EPYC type (bench/results/cpu2-avx512-aa-suite): two of the quick tiers
+#: against its first two recordings, then whole-suite runs (``tox -m perf``) against its three.
+AVX512_RUNS = ("rehearsal-32c1174", "quick-9cf6ea8", *(f"perf-8e8cd56-{i}" for i in range(1, 6)))
+
+
+def avx512_sets() -> list[DataSet]:
+    """The AVX-512 EPYC type's baseline files, native and ISA-capped, each with the judged runs' figures."""
+    folders = [RESULTS / "cpu2-avx512-aa-suite" / name for name in AVX512_RUNS]
+    sets = []
+    for key in ("cpu-amd-epyc-f25m17-2cpu-avx512bf16", "cpu-amd-epyc-f25m17-2cpu-avx512-capped"):
+        base = ROOT / "baselines" / f"{key}.json"
+        sets.append(of_file(key, f"baseline file + {len(folders)} judged runs (cpu2-avx512-aa-suite)", base,
+                            suite_trials.runs_of_reports(folders, base)))
+    return sets
+
+
 def data_sets() -> list[DataSet]:
     """The committed A/A runs, per machine type."""
     avx2 = "cpu-amd-epyc-f25m1-2cpu-avx2"
@@ -128,6 +144,7 @@ def data_sets() -> list[DataSet]:
     h100 = "gpu-nvidia-h100-80gb-hbm3-x1"
     return [
         of_file(avx2, "baseline file + 4 judged runs (cpu2-avx2-aa-suite)", base, judged),
+        *avx512_sets(),
         of_file(intel, "torch suite: 3 recorded + 5 judged runs (cpu2-intel-aa-torch-suite)",
                 aa / "recorded-baseline.json",
                 suite_trials.runs_of_logs(sorted(aa.glob("aa-*.log")), aa / "recorded-baseline.json")),
