@@ -24,6 +24,8 @@ Sections, per machine type and kind:
   would fail (the unseen runs are listed in their section);
 - ``memory``: per framework, a peak memory 8% larger in each held-out run, one figure at a time, and
   the gates it meets; and a run of one test whose memory is 9% larger;
+- ``single``: each held-out run cut into runs of one test, as a user runs one, each judged against
+  the recorded runs other than it: how many would fail against the number the per-run level allows;
 - ``first``: a new machine type after its first recording: each run of a CPU type taken alone as the
   recorded one and every other run judged against it, a pytest run per framework as ``tox -m perf``
   makes them: held-out values beyond the 99% gate per kind, and the runs that would fail.
@@ -387,6 +389,33 @@ def first_recording(sets: list[DataSet]) -> Iterator[str]:
                + (f" (on {dict(sorted(causes.items()))})" if causes else ""))
 
 
+def test_of(figure: tuple[str, str]) -> str:
+    """The pytest node a figure comes from: its entry key less the label after the test's id."""
+    return "::".join(figure[0].split("::")[:2])
+
+
+def single_tests(sets: list[DataSet]) -> Iterator[str]:
+    """Each held-out run cut into runs of one test, as a user runs ``pytest 'file::test[param]'``, each
+    judged against the recorded runs other than it: how many would fail, and how many the level allows."""
+    for data in sets:
+        if not data.hardware.startswith("cpu"):
+            continue
+        judged = failing = 0
+        causes: Counter = Counter()
+        for held, chosen in data.histories():
+            run = data.runs[held]
+            for test in sorted({test_of(k) for k in run if k in data.facts}):
+                result = suite_trials.judge(data.facts, [data.runs[i] for i in chosen], run, {}, data.hardware,
+                                            data.tolerance, SUITE_ALPHA, only=lambda k, test=test: test_of(k) == test)
+                bad = suite_trials.failed(result)
+                judged += 1
+                failing += bool(bad)
+                causes.update(f"{test.split('::')[1]} {metric}" for _, metric in bad)
+        yield (f"{data.hardware}: {data.name}: {judged} runs of one test, failing {failing} (at most "
+               f"{judged * SUITE_ALPHA:.1f} at the level of {SUITE_ALPHA} per run)"
+               + (f": {dict(sorted(causes.items()))}" if causes else ""))
+
+
 def percent(value: float) -> str:
     return f"{value:.1%}" if math.isfinite(value) else "none"
 
@@ -395,7 +424,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--draws", type=int, default=200, help="random halves per kind for d0's stability")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--sections", default="calibration,unseen,runs,gates,d0,memory,first")
+    ap.add_argument("--sections", default="calibration,unseen,runs,gates,d0,memory,single,first")
     args = ap.parse_args()
     sections = args.sections.split(",")
     sets = data_sets()
@@ -457,6 +486,12 @@ def main() -> None:
             print(f"\none test alone on {avx2.hardware} ({PRECISION_TEST.split('::')[1]}), its memory 9% larger: "
                   f"{v.status}; catches {percent(v.gate or math.inf)} 19 times in 20, "
                   f"half the time at {percent(v.gate_half or math.inf)}; run-to-run {v.noise:.2%} on {v.df:.3g} df")
+
+    if "single" in sections:
+        print("\n== single: each held-out run cut into runs of one test (a user's pytest 'file::test[param]'), "
+              "each against the recorded runs other than it")
+        for line in single_tests(sets):
+            print(line)
 
     if "first" in sections:
         print("\n== first: a new machine type after one recording: each run of a CPU data set taken alone as the "

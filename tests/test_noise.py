@@ -10,7 +10,8 @@ import pytest
 
 from pytest_dlperf.child import environment
 from pytest_dlperf.judging.gates import family_alpha, t_quantile
-from pytest_dlperf.judging.noise import EXACT, PRIORS, SHIFT_PRIORS, STILL_LEVEL, MachineNoise, squeeze
+from pytest_dlperf.judging.noise import (EXACT, PRIORS, SHIFT_PRIORS, STILL_LEVEL, TAIL_DF, MachineNoise,
+                                         squeeze)
 from pytest_dlperf.judging.run_shift import failure_message, judge_run
 from pytest_dlperf.judging.verdict import INCONCLUSIVE, OK, REGRESSION, Verdict, compare, log_change
 from pytest_dlperf.judging.baselines import Baseline
@@ -66,6 +67,20 @@ def test_figures_alike_lend_each_other_many_degrees_of_freedom() -> None:
     assert kind.df > 5 and kind.sd == pytest.approx(0.03, rel=0.3)
     spread = alike.spread("t0", "throughput", "torch", "throughput")
     assert spread.df > 7  # not the 2 df of its own three runs
+
+
+def test_a_host_memory_is_judged_on_its_kinds_heavier_tail() -> None:
+    """The same 40 figures alike lend a throughput more than 7 df, a peak host memory at most its tail's."""
+    values = suite(random.Random(5), figures=40, noise=0.03, shift=0.0)
+    throughput = MachineNoise.build(HW, entries(values)).spread("t0", "throughput", "torch", "throughput")
+    memory = MachineNoise.build(HW, entries(values, metric="peak_host_memory", unit="bytes", direction="lower"))
+    spread = memory.spread("t0", "peak_host_memory", "torch", "memory")
+    assert throughput.df > 7
+    assert spread.df == TAIL_DF["memory"] and spread.sd == pytest.approx(throughput.sd)
+    assert "its kind's tail" in spread.source
+    one_run = MachineNoise.build(HW, entries({"t0": [1.0e9]}, metric="peak_host_memory", unit="bytes",
+                                             direction="lower"))
+    assert one_run.spread("t0", "peak_host_memory", "torch", "memory").df <= TAIL_DF["memory"]
 
 
 def test_figures_that_differ_lend_few() -> None:
