@@ -119,7 +119,7 @@ def unseen_set() -> DataSet:
 
 #: Judged A/A runs of the AVX-512 EPYC type (bench/results/cpu2-avx512-aa-suite): two of the quick tiers
 #: against its first two recordings, then whole-suite runs (``tox -m perf``) against its three.
-AVX512_RUNS = ("rehearsal-32c1174", "quick-9cf6ea8", *(f"perf-8e8cd56-{i}" for i in range(1, 6)))
+AVX512_RUNS = ("rehearsal-32c1174", "quick-9cf6ea8", *(f"perf-8e8cd56-{i}" for i in range(1, 6)), "perf-91e7b6e-6")
 
 
 def avx512_sets() -> list[DataSet]:

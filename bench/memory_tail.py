@@ -1,4 +1,4 @@
-"""Peak host memory's upper tail on CPU, and what a heavier-tailed model would cost.  (Not a pytest test.)
+"""The tails of CPU figures the moderated t does not follow, and what heavier tails cost.  (Not a pytest test.)
 
     PYTHONPATH=src python bench/memory_tail.py > bench/results/memory-tail-<date>.txt
 
@@ -8,13 +8,15 @@ one above its baseline. This script tables, on the same committed runs, per CPU 
 
 - ``tail``: held-out values of each kind whose one-sided p for the worse is under 0.01, 0.001 and
   0.0001 (a calibrated model: 1%, 0.1% and 0.01% of them), with the largest such changes;
-- ``caps``: peak memory judged on its moderated degrees of freedom (the model until 2026-11-29), and on
-  at most 6, 5 (``noise.TAIL_DF``, the model since) and 4: the calibration cell per type, the memory
+- ``caps``: a CPU peak memory judged on its moderated degrees of freedom (the model until 2026-11-29), and
+  on at most 6, 5 (``noise.TAIL_DF``, the model since) and 4: the calibration cell per type, the memory
   gates (``gates`` of bench/calibration.py: median per baseline file), a memory 8% larger caught in a
   run of its framework (``memory``), the torch precision test's 9% alone, and the runs of one test that
-  fail (``single``).
+  fail (``single``);
+- ``throughput``: the same cells and the throughput gates with a CPU throughput's t on its moderated df
+  (the model) and on at most 8, 7, 6 and 5.
 
-The ``tail`` section is of the model without the cap.
+The ``tail`` section is of the model without the memory rule.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import math
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import calibration  # noqa: E402
@@ -31,7 +34,27 @@ from pytest_dlperf.judging import noise  # noqa: E402
 
 LEVELS = (0.01, 0.001, 0.0001)
 CAPS = (None, 6.0, 5.0, 4.0)
-STATED = dict(noise.TAIL_DF)
+THROUGHPUT_CAPS = (None, 8.0, 7.0, 6.0, 5.0)
+CPU = noise.TAIL_DF["cpu"]
+STATED = dict(CPU)
+
+
+def hold(kind: str, cap: float | None) -> None:
+    """A CPU figure of ``kind`` judged on at most ``cap`` degrees of freedom (None: its moderated df)."""
+    CPU.pop(kind, None)
+    if cap is not None:
+        CPU[kind] = cap
+
+
+def cells(sets: list[calibration.DataSet], kind: str) -> Iterator[str]:
+    """The calibration cell of ``kind`` per CPU type, and its gates' median per baseline file."""
+    for (cpu, found, _, stage), tally in sorted(calibration.calibrate(sets, lambda data, v: "").items()):
+        if found == kind and stage == "after" and cpu.startswith("cpu"):
+            yield f"calibration {cpu:<40} {tally.row()}"
+    for (hardware, found, stage), gates in sorted(calibration.gates(sets).items()):
+        if found == kind and stage == "after":
+            median = calibration.percent(sorted(gates)[len(gates) // 2])
+            yield f"gate        {hardware:<52} {len(gates):>3} figures, median {median}"
 
 
 def tail(sets: list[calibration.DataSet]) -> list[str]:
@@ -63,25 +86,18 @@ def tail(sets: list[calibration.DataSet]) -> list[str]:
 
 def main() -> None:
     sets = calibration.data_sets()
-    noise.TAIL_DF.pop("memory", None)
+    hold("memory", None)
+    hold("throughput", None)
     print("== tail: held-out values (each run against the recorded runs other than it, after the run's shift) "
           "whose one-sided p for the worse is under 0.01 / 0.001 / 0.0001")
     for line in tail(sets):
         print(line)
     for cap in CAPS:
-        noise.TAIL_DF.pop("memory", None)
-        if cap is not None:
-            noise.TAIL_DF["memory"] = cap
+        hold("memory", cap)
         held = "its moderated degrees of freedom" if cap is None else f"at most {cap:g} df"
         print(f"\n== caps: peak memory judged on {held}")
-        cells = calibration.calibrate(sets, lambda data, v: "")
-        for (cpu, kind, _, stage), tally in sorted(cells.items()):
-            if kind == "memory" and stage == "after" and cpu.startswith("cpu"):
-                print(f"calibration {cpu:<40} {tally.row()}")
-        for (hardware, kind, stage), gates in sorted(calibration.gates(sets).items()):
-            if kind == "memory" and stage == "after":
-                median = calibration.percent(sorted(gates)[len(gates) // 2])
-                print(f"gate        {hardware:<52} {len(gates):>3} figures, median {median}")
+        for line in cells(sets, "memory"):
+            print(line)
         for line in calibration.memory(sets, 1.08):
             print(f"8% larger   {line}")
         for v in calibration.one_test(sets[0], calibration.PRECISION_TEST, 1.09):
@@ -89,8 +105,14 @@ def main() -> None:
                   f"{calibration.percent(v.gate or math.inf)} 19 times in 20")
         for line in calibration.single_tests(sets):
             print(f"single      {line}")
-    noise.TAIL_DF.clear()
-    noise.TAIL_DF.update(STATED)
+    hold("memory", STATED["memory"])
+    for cap in THROUGHPUT_CAPS:
+        hold("throughput", cap)
+        held = "its moderated degrees of freedom" if cap is None else f"at most {cap:g} df"
+        print(f"\n== throughput: a CPU throughput judged on {held}")
+        for line in cells(sets, "throughput"):
+            print(line)
+    hold("throughput", STATED.get("throughput"))
 
 
 if __name__ == "__main__":

@@ -62,10 +62,11 @@ PRIOR_DF = 4.0
 #: not see fall as it says (docs/verdicts.md, calibration).
 D0_CENTRE = 3.0
 D0_SPREAD = 0.7
-#: Kinds whose values jump further than their moderated t allows, and the most degrees of freedom their t
-#: is given. A host's peak memory now and then lands 5-10% above its runs (an allocator holding more at the
-#: peak): 5 df is the most under which every CPU type's held-out memories fall as the model says (docs/verdicts.md).
-TAIL_DF = {"memory": 5.0}
+#: Per device class, kinds whose values stray further than their moderated t allows, and the most degrees
+#: of freedom their t is given: the most under which every CPU type's held-out values fall as the model says
+#: (docs/verdicts.md). A host's peak memory now and then lands 5-10% above its runs (an allocator holding
+#: more at the peak), out to where the gates decide; no GPU data says so of its figures.
+TAIL_DF: dict[str, dict[str, float]] = {"cpu": {"memory": 5.0}, "gpu": {}}
 #: Where the fit stops: a weight of e^20 degrees of freedom is the normal's.
 LOG_D0_MAX = 20.0
 #: A kind needs this many figures of measured noise before its own prior is fitted (else the stated one).
@@ -256,15 +257,15 @@ class MachineNoise:
         prior = self.kind(framework, kind, follows)
         own = self.own.get((key, metric), Spread(0.0, 0.0))
         if own.df == 0:
-            return _tail(kind, Spread(prior.sd, prior.df, prior.source))
+            return _tail(self.device, kind, Spread(prior.sd, prior.df, prior.source))
         df = prior.df + own.df
-        return _tail(kind, Spread(math.sqrt((prior.df * prior.sd ** 2 + own.df * own.sd ** 2) / df), df,
-                                  f"{own.df:g} df own + {prior.df:.3g} df of its kind"))
+        return _tail(self.device, kind, Spread(math.sqrt((prior.df * prior.sd ** 2 + own.df * own.sd ** 2) / df),
+                                               df, f"{own.df:g} df own + {prior.df:.3g} df of its kind"))
 
 
-def _tail(kind: str, spread: Spread) -> Spread:
-    """The spread with its degrees of freedom held to its kind's tail (:data:`TAIL_DF`)."""
-    cap = TAIL_DF.get(kind)
+def _tail(device: str, kind: str, spread: Spread) -> Spread:
+    """The spread with its degrees of freedom held to its kind's tail on this device class (:data:`TAIL_DF`)."""
+    cap = TAIL_DF.get(device, {}).get(kind)
     if cap is None or spread.df <= cap:
         return spread
     return Spread(spread.sd, cap, f"{spread.source}; judged on {cap:g} df, its kind's tail")
