@@ -46,6 +46,10 @@ def hold(kind: str, cap: float | None) -> None:
         CPU[kind] = cap
 
 
+def judged_on(cap: float | None) -> str:
+    return "its moderated degrees of freedom" if cap is None else f"at most {cap:g} df"
+
+
 def cells(sets: list[calibration.DataSet], kind: str) -> Iterator[str]:
     """The calibration cell of ``kind`` per CPU type, and its gates' median per baseline file."""
     for (cpu, found, _, stage), tally in sorted(calibration.calibrate(sets, lambda data, v: "").items()):
@@ -94,8 +98,7 @@ def main() -> None:
         print(line)
     for cap in CAPS:
         hold("memory", cap)
-        held = "its moderated degrees of freedom" if cap is None else f"at most {cap:g} df"
-        print(f"\n== caps: peak memory judged on {held}")
+        print(f"\n== caps: peak memory judged on {judged_on(cap)}")
         for line in cells(sets, "memory"):
             print(line)
         for line in calibration.memory(sets, 1.08):
@@ -108,10 +111,8 @@ def main() -> None:
     hold("memory", STATED["memory"])
     for cap in THROUGHPUT_CAPS:
         hold("throughput", cap)
-        held = "its moderated degrees of freedom" if cap is None else f"at most {cap:g} df"
-        print(f"\n== throughput: a CPU throughput judged on {held}")
-        for line in cells(sets, "throughput"):
-            print(line)
+        print(f"\n== throughput: a CPU throughput judged on {judged_on(cap)}")
+        print("\n".join(cells(sets, "throughput")))
     hold("throughput", STATED.get("throughput"))
 
 
