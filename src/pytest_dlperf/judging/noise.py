@@ -17,8 +17,9 @@ limma's ``squeezeVar`` does (Smyth 2004): a prior variance and its weight ``d0``
 themselves (the most probable pair under limma's F model and a belief about ``d0`` that holds it where a
 few dozen figures say little), so a kind whose figures are alike lends each of them many degrees of
 freedom, and one whose figures differ lends few. A figure with one run has the prior alone; a kind with
-nothing recorded has a stated prior for its device class (:data:`PRIORS`). docs/verdicts.md tables how
-the model falls on runs it did not see (``bench/calibration.py``).
+nothing recorded has a stated prior for its device class (:data:`PRIORS`). A kind whose values stray
+further than that t has its degrees of freedom held to its tail (:data:`TAIL_DF`: a CPU's peak memory).
+docs/verdicts.md tables how the model falls on runs it did not see (``bench/calibration.py``).
 """
 
 from __future__ import annotations
