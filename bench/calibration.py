@@ -97,6 +97,18 @@ class DataSet:
     def framework(self, figure: tuple[str, str]) -> str:
         return str(self.facts[figure]["software"].get("framework", ""))
 
+    def judge(self, history: list[dict], run: dict, injected: dict | None = None,
+              only: Callable[[tuple[str, str]], bool] | None = None) -> dict[str, Any]:
+        """``run`` judged against ``history`` with the plugin's rule at the suite's level (``injected``: figures
+        made that many times larger; ``only``: the figures of the pytest run)."""
+        return suite_trials.judge(self.facts, history, run, injected or {}, self.hardware, self.tolerance,
+                                  SUITE_ALPHA, only=only)
+
+    def held_out(self, held: int, chosen: tuple[int, ...], only: Callable[[tuple[str, str]], bool] | None = None
+                 ) -> dict[str, Any]:
+        """Run ``held`` judged against the runs ``chosen`` (:meth:`histories`)."""
+        return self.judge([self.runs[i] for i in chosen], self.runs[held], only=only)
+
 
 def of_file(hardware: str, name: str, path: Path, judged: list[dict] | None = None) -> DataSet:
     facts, runs = suite_trials.runs_of_file(path)
@@ -212,8 +224,7 @@ def calibrate(sets: list[DataSet], group: Callable[[DataSet, Any], str]) -> dict
     tallies: dict[tuple, Tally] = defaultdict(Tally)
     for data in sets:
         for held, chosen in data.histories():
-            result = suite_trials.judge(data.facts, [data.runs[i] for i in chosen], data.runs[held], {},
-                                        data.hardware, data.tolerance, SUITE_ALPHA)
+            result = data.held_out(held, chosen)
             for stage in ("after", "check"):
                 for v in held_out(result[stage]):
                     tallies[(data.cpu, v.kind, group(data, v), stage)].add(v.p_value, held >= data.recorded)
@@ -227,8 +238,7 @@ def run_verdicts(data: DataSet) -> Iterator[str]:
     for held in range(data.recorded, len(data.runs)):
         run = data.runs[held]
         for framework in sorted({data.framework(k) for k in run if k in data.facts}):
-            result = suite_trials.judge(data.facts, recorded, run, {}, data.hardware, data.tolerance, SUITE_ALPHA,
-                                        only=of_framework(data, framework))
+            result = data.judge(recorded, run, only=of_framework(data, framework))
             statuses = Counter(v.status for v in result["after"] if v.kind in KINDS)
             bad = sorted(suite_trials.failed(result))
             yield (f"judged run {held - data.recorded + 1} {framework:<10} figures {sum(statuses.values()):>3}: "
@@ -252,8 +262,7 @@ def gates(sets: list[DataSet]) -> dict[tuple[str, str, str], list[float]]:
             continue
         recorded, centre = centres(data)
         for framework in sorted({data.framework(k) for k in centre}):
-            result = suite_trials.judge(data.facts, recorded, centre, {}, data.hardware, data.tolerance, SUITE_ALPHA,
-                                        only=of_framework(data, framework))
+            result = data.judge(recorded, centre, only=of_framework(data, framework))
             for stage in ("after", "check"):
                 for v in result[stage]:
                     if v.kind in KINDS and v.metric != "compile_time_total":
@@ -331,14 +340,12 @@ def memory(sets: list[DataSet], factor: float) -> list[str]:
             history = [data.runs[i] for i in chosen]
             for framework in sorted({data.framework(k) for k in data.runs[held]}):
                 ours = of_framework(data, framework)
-                base = suite_trials.judge(data.facts, history, data.runs[held], {}, data.hardware, data.tolerance,
-                                          SUITE_ALPHA, only=ours)
+                base = data.judge(history, data.runs[held], only=ours)
                 for v in base["after"]:
                     if v.metric != "peak_host_memory":
                         continue
                     floors[(data.cpu, framework)].append(math.inf if v.gate_half is None else v.gate_half)
-                    result = suite_trials.judge(data.facts, history, data.runs[held], {(v.test, v.metric): factor},
-                                                data.hardware, data.tolerance, SUITE_ALPHA, only=ours)
+                    result = data.judge(history, data.runs[held], {(v.test, v.metric): factor}, only=ours)
                     count = caught[(data.cpu, framework)]
                     count[0] += (v.test, v.metric) in suite_trials.failed(result)
                     count[1] += 1
@@ -355,8 +362,7 @@ def one_test(data: DataSet, test: str, factor: float) -> list[Any]:
     centre but its peak memory ``factor`` times larger: the verdicts on that memory, after the run's shift."""
     recorded, centre = centres(data)
     injected = {k: factor for k in centre if k[0].startswith(test) and k[1] == "peak_host_memory"}
-    result = suite_trials.judge(data.facts, recorded, centre, injected, data.hardware, data.tolerance, SUITE_ALPHA,
-                                only=lambda k: k[0].startswith(test))
+    result = data.judge(recorded, centre, injected, only=lambda k: k[0].startswith(test))
     return [v for v in result["after"] if v.metric == "peak_host_memory"]
 
 
@@ -374,8 +380,7 @@ def first_recording(sets: list[DataSet]) -> Iterator[str]:
                     continue
                 run = data.runs[held]
                 for framework in sorted({data.framework(k) for k in run if k in data.facts}):
-                    result = suite_trials.judge(data.facts, [data.runs[recorded]], run, {}, data.hardware,
-                                                data.tolerance, SUITE_ALPHA, only=of_framework(data, framework))
+                    result = data.judge([data.runs[recorded]], run, only=of_framework(data, framework))
                     for v in held_out(result["after"]):
                         tallies[v.kind].add(v.p_value, False)
                     bad = suite_trials.failed(result)
@@ -405,8 +410,7 @@ def single_tests(sets: list[DataSet]) -> Iterator[str]:
         for held, chosen in data.histories():
             run = data.runs[held]
             for test in sorted({test_of(k) for k in run if k in data.facts}):
-                result = suite_trials.judge(data.facts, [data.runs[i] for i in chosen], run, {}, data.hardware,
-                                            data.tolerance, SUITE_ALPHA, only=lambda k, test=test: test_of(k) == test)
+                result = data.held_out(held, chosen, only=lambda k, test=test: test_of(k) == test)
                 bad = suite_trials.failed(result)
                 judged += 1
                 failing += bool(bad)

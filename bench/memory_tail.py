@@ -29,7 +29,6 @@ from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import calibration  # noqa: E402
-import suite_trials  # noqa: E402
 from pytest_dlperf.judging import noise  # noqa: E402
 
 LEVELS = (0.01, 0.001, 0.0001)
@@ -69,8 +68,7 @@ def tail(sets: list[calibration.DataSet]) -> list[str]:
         counts: Counter = Counter()
         worst: dict[str, list[float]] = {}
         for held, chosen in data.histories():
-            result = suite_trials.judge(data.facts, [data.runs[i] for i in chosen], data.runs[held], {},
-                                        data.hardware, data.tolerance, calibration.SUITE_ALPHA)
+            result = data.held_out(held, chosen)
             for v in calibration.held_out(result["after"]):
                 counts[(v.kind, "n")] += 1
                 for level in LEVELS:
