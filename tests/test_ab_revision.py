@@ -84,3 +84,15 @@ def test_an_unknown_revision_or_no_repository_is_a_usage_error(pytester: pytest.
     unknown = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--dlperf-reference-rev=v9.9")
     assert unknown.ret == pytest.ExitCode.USAGE_ERROR
     unknown.stderr.fnmatch_lines(["*--dlperf-reference-rev 'v9.9': no such commit in *"])
+
+
+def test_a_project_with_compiled_extensions_is_refused_saying_how_to_compare_it(pytester: pytest.Pytester) -> None:
+    """The worktree holds only sources: a compiled module of the project would be the checkout's on both sides."""
+    project_with_two_commits(pytester, before=1, after=2)
+    (pytester.path / "fastkernels.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")  # a build output, untracked
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--dlperf-reference-rev=HEAD~1")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*--dlperf-reference-rev cannot compare this project: it has compiled extension "
+                                 "modules (*fastkernels.cpython-311-x86_64-linux-gnu.so)*--dlperf-reference=PYTHON*"])
+    listed = subprocess.run(["git", "-C", str(pytester.path), "worktree", "list"], capture_output=True, text=True)
+    assert len(listed.stdout.splitlines()) == 1

@@ -1,42 +1,151 @@
-"""Two versions of one module in one process (A/B of a revision alternating in one child): each side's
-imports find its own files, and the plugin's own modules are never dropped."""
+"""Two revisions of a project in one process (A/B of a revision alternating in one child): each side imports
+its own files, whatever else is on the path; nothing but the project's modules changes sides; and a side
+that ran a file from outside its tree is refused."""
 
 from __future__ import annotations
 
 import importlib
 import sys
+from pathlib import Path
 
-from pytest_dlperf.child.alternate import forget_modules_under
+import pytest
+
+from pytest_dlperf.child.owncode import CodeOriginError, Side
+from pytest_dlperf.processes import owncode
+from pytest_dlperf.scenario import Scenario
 
 
-def test_a_module_loaded_from_one_revision_is_forgotten_so_the_other_loads_its_own(tmp_path, monkeypatch):
-    for side, work in (("base", 1), ("change", 3)):
-        (tmp_path / side).mkdir()
-        (tmp_path / side / "alt_work.py").write_text(f"WORK = {work}\n", encoding="utf-8")
-        (tmp_path / side / "alt_step.py").write_text("from alt_work import WORK\n\ndef make():\n    return WORK\n",
-                                                     encoding="utf-8")
+def _tree(root: Path, work: int) -> Path:
+    """A src-layout revision whose step imports a helper lazily, at call time, and a venv inside the project."""
+    package = root / "src" / "altproj"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    (package / "helper.py").write_text(f"WORK = {work}\n", encoding="utf-8")
+    (package / "step.py").write_text("import alt_dep\n\ndef make():\n    def step():\n"
+                                     "        from altproj.helper import WORK\n        return WORK, alt_dep\n"
+                                     "    return step\n", encoding="utf-8")
+    site = root / ".venv" / "lib" / "python3" / "site-packages"
+    site.mkdir(parents=True)
+    (root / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n", encoding="utf-8")
+    (site / "alt_dep.py").write_text("", encoding="utf-8")
+    return root
+
+
+def _side(tree: Path, other: Path, name: str) -> Side:
+    code = owncode.find([tree, tree / "src"], tree, tree)  # the rootdir, as the fixture gives it, and src/
+    scenario = Scenario(framework="torch", model="m", step="altproj.step:make", import_path=code.roots,
+                        own_code={"modules": list(code.modules), "tree": str(tree), "other": str(other)})
+    return Side(scenario, name)
+
+
+@pytest.fixture
+def clean_imports(monkeypatch):
     monkeypatch.setattr(sys, "path", list(sys.path))
-    made = []
-    for side in ("base", "change"):
-        sys.path.insert(0, str(tmp_path / side))
-        made.append(importlib.import_module("alt_step").make)
-        dropped = forget_modules_under([str(tmp_path / side)])
-        assert sorted(dropped) == ["alt_step", "alt_work"] and str(tmp_path / side) not in sys.path
-    assert [make() for make in made] == [1, 3]  # each built function keeps the module it came from
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    before = set(sys.modules)
+    yield
+    for name in set(sys.modules) - before:
+        del sys.modules[name]
 
 
-def test_the_plugin_s_own_modules_stay_whatever_the_folders(tmp_path, monkeypatch):
-    """Where a project holds the plugin in its folders, forgetting the project's modules keeps the plugin's."""
-    from pytest_dlperf.child import alternate
+def test_each_side_runs_its_own_files_and_a_venv_inside_the_project_stays_loaded(tmp_path, clean_imports):
+    base, change = _tree(tmp_path / "base", 1), _tree(tmp_path / "change", 3)
+    sys.path.append(str(base / ".venv" / "lib" / "python3" / "site-packages"))
+    sides = {"base": _side(base, change, "base"), "change": _side(change, base, "change")}
+    steps = {}
+    for name, side in sides.items():
+        side.enter()
+        steps[name] = importlib.import_module("altproj.step").make()
+        side.leave()
+    results = {}
+    for _ in range(2):  # rounds alternate; the lazy import of each round finds its own side's helper
+        for name, side in sides.items():
+            side.enter()
+            results.setdefault(name, []).append(steps[name]())
+            side.leave()
+    assert [w for w, _ in results["base"]] == [1, 1] and [w for w, _ in results["change"]] == [3, 3]
+    dependency = {id(dep) for runs in results.values() for _, dep in runs}
+    assert dependency == {id(sys.modules["alt_dep"])}  # one module object, never imported again
+    assert "altproj" not in sys.modules  # set aside with its side
+    for side in sides.values():
+        side.check()
+    assert sides["change"].origins() == {"altproj": str((change / "src" / "altproj").resolve())}
 
-    (tmp_path / "plugin_copy").mkdir()
-    (tmp_path / "plugin_copy" / "alt_plugin_part.py").write_text("X = 1\n", encoding="utf-8")
-    (tmp_path / "alt_project_part.py").write_text("Y = 2\n", encoding="utf-8")
-    monkeypatch.setattr(alternate, "_PACKAGE_DIR", str(tmp_path / "plugin_copy"))
-    monkeypatch.setattr(sys, "path", [str(tmp_path), str(tmp_path / "plugin_copy"), *sys.path])
-    importlib.import_module("alt_plugin_part"), importlib.import_module("alt_project_part")
-    try:
-        assert forget_modules_under([str(tmp_path)]) == ["alt_project_part"]
-        assert "alt_plugin_part" in sys.modules
-    finally:
-        sys.modules.pop("alt_plugin_part", None)
+
+def test_an_installed_or_editable_copy_of_the_project_is_set_aside(tmp_path, clean_imports):
+    base, change = _tree(tmp_path / "base", 1), _tree(tmp_path / "change", 3)
+    elsewhere = _tree(tmp_path / "installed", 7) / "src"
+    sys.path[:0] = [str(elsewhere), str(base / ".venv" / "lib" / "python3" / "site-packages")]  # found first
+
+    class EditableFinder:  # setuptools' editable finder maps the names to the checkout
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            return importlib.machinery.PathFinder.find_spec(name, [str(elsewhere)])
+
+    sys.meta_path.insert(0, EditableFinder())
+    side = _side(base, change, "base")
+    side.enter()
+    assert importlib.import_module("altproj.step").make()()[0] == 1
+    side.leave()
+    side.check()
+
+
+def test_a_project_module_loaded_from_outside_its_tree_is_refused_naming_it(tmp_path, clean_imports):
+    base, change = _tree(tmp_path / "base", 1), _tree(tmp_path / "change", 3)
+    stale = tmp_path / "stale" / "helper.py"
+    stale.parent.mkdir()
+    stale.write_text("WORK = 9\n", encoding="utf-8")
+    side = _side(base, change, "the reference side")
+    side.enter()
+    spec = importlib.util.spec_from_file_location("altproj.helper", stale)
+    sys.modules["altproj.helper"] = importlib.util.module_from_spec(spec)
+    side.leave()
+    with pytest.raises(CodeOriginError, match=rf"the reference side imported the project's module altproj.helper "
+                                              rf"from {stale}, outside"):
+        side.check()
+
+
+def test_a_file_of_the_other_tree_that_both_sides_share_is_refused(tmp_path, clean_imports):
+    base, change = _tree(tmp_path / "base", 1), _tree(tmp_path / "change", 3)
+    (change / "tools").mkdir()
+    (change / "tools" / "alt_shared.py").write_text("", encoding="utf-8")
+    sys.path.append(str(change / "tools"))
+    importlib.import_module("alt_shared")
+    with pytest.raises(CodeOriginError, match="module alt_shared .* comes from the other side's tree"):
+        _side(base, change, "base").check()
+
+
+def test_the_project_s_modules_are_what_its_folders_hold(tmp_path):
+    project = tmp_path / "repo" / "services" / "trainer"
+    (project / "lib" / "acme" / "trainer").mkdir(parents=True)  # a namespace package in a declared folder
+    (project / "lib" / "acme" / "trainer" / "__init__.py").write_text("", encoding="utf-8")
+    (project / "pyproject.toml").write_text('[tool.setuptools.packages.find]\nwhere = ["lib"]\n', encoding="utf-8")
+    (project / "tests").mkdir()
+    (project / "tests" / "test_speed.py").write_text("", encoding="utf-8")
+    (project / "tools.py").write_text("", encoding="utf-8")
+    (project / ".venv").mkdir()
+    (project / ".venv" / "pyvenv.cfg").write_text("", encoding="utf-8")
+    (project / "venv2" / "lib").mkdir(parents=True)
+    (project / "venv2" / "pyvenv.cfg").write_text("", encoding="utf-8")
+    (project / "ext").mkdir()
+    (project / "ext" / "__init__.py").write_text("", encoding="utf-8")
+    (project / "ext" / "_fast.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")
+    code = owncode.find([project / "tests", project], project, tmp_path / "repo")
+    assert code.roots == tuple(str(p.resolve()) for p in (project / "tests", project, project / "lib"))
+    assert set(code.modules) == {"test_speed", "tools", "ext", "acme.trainer"}
+    assert code.compiled == (str(project / "ext" / "_fast.cpython-311-x86_64-linux-gnu.so"),)
+    outside = owncode.find([tmp_path / "elsewhere"], project, project / "lib")
+    assert "tools" not in outside.modules  # a folder outside the repository is shared, not the project's
+
+
+def test_an_editable_install_s_folders_inside_the_repository_are_roots(tmp_path, monkeypatch):
+    (tmp_path / "src" / "edproj").mkdir(parents=True)
+    (tmp_path / "src" / "edproj" / "__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "flat" / "fproj").mkdir(parents=True)
+    (tmp_path / "flat" / "fproj" / "__init__.py").write_text("", encoding="utf-8")
+    finder = type(sys)("__editable___fproj_0_1_finder")
+    finder.MAPPING = {"fproj": str(tmp_path / "flat" / "fproj")}  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, finder.__name__, finder)
+    monkeypatch.setattr(sys, "path", [*sys.path, str(tmp_path / "src")])  # a path .pth
+    roots = owncode.editable_roots(tmp_path)
+    assert roots == [(tmp_path / "src").resolve(), (tmp_path / "flat").resolve()]

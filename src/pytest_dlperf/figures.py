@@ -29,7 +29,7 @@ METRIC_FIELDS = ("iqr", "n", "unit", "verdict", "baseline", "direction", "interv
 LABEL_FIELDS = ("scenario", "software", "workers")
 #: A/B mode (``--dlperf-reference``): the comparison of a scenario with the reference environment.
 AB_FIELDS = ("ab_ratio", "ab_interval", "ab_confidence", "ab_verdict", "ab_process_pairs", "reference_software",
-             "reference_commit", "candidate_commit")
+             "reference_commit", "candidate_commit", "reference_code", "candidate_code")
 #: A paired group's ratio of a variant over the group's reference (its ``speedup`` figure carries it too).
 PAIRED_FIELDS = ("paired_ratio", "paired_interval", "paired_over", "pairs")
 #: The value of ``.detectable`` when the gate cannot detect a halving or a doubling.
@@ -166,14 +166,16 @@ def of_paired(key: str, ratio: Any, reference: str) -> list[Property]:
 
 
 def of_ab(label: str, ratio: Any, outcome: str, reference_software: Mapping[str, Any],
-          commits: Mapping[str, str] | None = None) -> list[Property]:
+          commits: Mapping[str, str] | None = None, code: Mapping[str, str] | None = None) -> list[Property]:
     """A/B mode: the candidate over the reference, the outcome, the reference's software, the process pairs
     the interval rests on and, against a revision, both sides' commits (``reference_commit``,
-    ``candidate_commit``: id, subject, and whether the working tree had uncommitted changes)."""
+    ``candidate_commit``: id, subject, and whether the working tree had uncommitted changes); for your own
+    code, where each side imported the project's modules from (``reference_code``, ``candidate_code``)."""
     return [(name(label, "ab_ratio"), number(ratio.estimate)),
             (name(label, "ab_interval"), interval(ratio.low, ratio.high)),
             (name(label, "ab_confidence"), f"{ratio.confidence:g}"),
             (name(label, "ab_verdict"), outcome),
             (name(label, "ab_process_pairs"), str(ratio.units)),
             (name(label, "reference_software"), words(reference_software)),
-            *((name(label, f"{side}_commit"), text) for side, text in (commits or {}).items())]
+            *((name(label, f"{side}_commit"), text) for side, text in (commits or {}).items()),
+            *((name(label, f"{side}_code"), text) for side, text in (code or {}).items())]

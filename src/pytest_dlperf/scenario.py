@@ -106,6 +106,9 @@ class Scenario:
     #: Folders put first on the child's ``sys.path`` before it imports ``step``/``model_factory`` (the
     #: pytest fixture passes the rootdir and the test's folder, so a module beside the test is found).
     import_path: tuple[str, ...] = ()
+    #: Set by the fixture: the project's own module names (``modules``) and, in A/B of a revision, the
+    #: ``tree`` this side's code must come from and the ``other`` side's (:mod:`pytest_dlperf.child.owncode`).
+    own_code: Mapping[str, Any] = field(default_factory=dict)
     #: Free-form settings of the model (JSON values): the sizes of the built-in ``gpt``, or whatever
     #: your ``make_step`` reads (``scenario.model_config["hidden"]``).
     model_config: Mapping[str, Any] = field(default_factory=dict)
@@ -151,6 +154,7 @@ class Scenario:
         object.__setattr__(self, "launch_prefix", tuple(self.launch_prefix))
         object.__setattr__(self, "import_path", tuple(self.import_path))
         object.__setattr__(self, "model_config", dict(self.model_config))
+        object.__setattr__(self, "own_code", dict(self.own_code))
 
     @property
     def uses_channels_last(self) -> bool:

@@ -4,10 +4,11 @@ revision, :mod:`pytest_dlperf.processes.alternation`).
 
 A process carries an offset of its own for its whole life (memory layout, thread placement, allocator
 state), which no number of rounds averages away; two versions timed in one process share it, so their
-ratio keeps only the rounds' noise. Each side's step module is imported from its own folders
-(``import_path``): the reference's first; then every module loaded from its folders leaves ``sys.modules``
-and its folders leave ``sys.path``, so the candidate's imports find the candidate's files. Each built step
-keeps the modules it was made from. Both sides warm up, then ``scenario.rounds`` pairs of rounds run in
+ratio keeps only the rounds' noise. Each side runs as a :class:`~pytest_dlperf.child.owncode.Side`: the
+project's own modules are in ``sys.modules`` only while that side builds, warms up or times a round, each
+imported from its own revision's folders and checked to have come from its tree after the build and at
+the end; every other module (the framework, a venv inside the project) is loaded once and shared. Both
+sides warm up, then ``scenario.rounds`` pairs of rounds run in
 ABBA order (reference first in even pairs, the candidate first in odd ones), so a linear drift falls on
 both alike; each round is timed with the device synchronised at its boundaries, its losses checked.
 The result holds one :class:`~pytest_dlperf.result.TrainingResult` per side, rounds in pair order.
@@ -17,16 +18,17 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import sys
 import time
 import traceback
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from pytest_dlperf.child import phases
 from pytest_dlperf.child.environment import hardware_key, host_record
 from pytest_dlperf.child.measure import check_finite, peak_host_memory_bytes
+from pytest_dlperf.child.owncode import Side
 from pytest_dlperf.child.train import STEP_CORES, error_payload, progress
+from pytest_dlperf.child.usercode import UserCodeError
 from pytest_dlperf.child.rank import exit_after_result
 from pytest_dlperf.lifeline import die_with_parent
 from pytest_dlperf.protocol import ERROR, EXIT_ERROR, PHASES, RESULT, write_result
@@ -34,26 +36,6 @@ from pytest_dlperf.result import HIGHER, LOWER, TrainingResult, metric_from
 from pytest_dlperf.scenario import Scenario, ScenarioError
 
 SIDES = ("reference", "candidate")
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def forget_modules_under(folders: Sequence[str]) -> list[str]:
-    """Drop the modules loaded from ``folders`` (never this package's) and the folders from ``sys.path``,
-    so the next import of the same names reads another version's files; returns the names dropped."""
-    roots = [os.path.realpath(f) + os.sep for f in folders]
-    dropped = []
-    for name, module in list(sys.modules.items()):
-        path = getattr(module, "__file__", None)
-        if not path:
-            continue
-        real = os.path.realpath(path)
-        if any(real.startswith(root) for root in roots) and not real.startswith(_PACKAGE_DIR + os.sep):
-            del sys.modules[name]
-            dropped.append(name)
-    real_folders = {os.path.realpath(f) for f in folders}
-    sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") not in real_folders]
-    importlib.invalidate_caches()
-    return dropped
 
 
 def timed_round(loop: Any, steps: int, first_step: int) -> tuple[float, list[float]]:
@@ -78,27 +60,33 @@ def alternate(scenarios: dict[str, Scenario], say: Callable[[str], None] = progr
     phases.enter(phases.IMPORT)
     core = importlib.import_module(STEP_CORES[candidate.framework])
     phases.enter(phases.BUILD)
+    own = {side: Side(scenarios[side], f"the {side} side") for side in SIDES}
     loops: dict[str, Any] = {}
     for side in SIDES:
-        loops[side] = core.build(scenarios[side])
-        forget_modules_under(scenarios[side].import_path)
+        with _as(own[side]):
+            loops[side] = core.build(scenarios[side])
+        own[side].check()
     losses: dict[str, list[float]] = {side: [] for side in SIDES}
     phases.enter(phases.WARMUP)
     for side in SIDES:
-        handles = [loops[side].step() for _ in range(scenarios[side].warmup_steps)]
-        loops[side].sync()
-        losses[side] += loops[side].losses_to_floats(handles)
+        with _as(own[side]):
+            handles = [loops[side].step() for _ in range(scenarios[side].warmup_steps)]
+            loops[side].sync()
+            losses[side] += loops[side].losses_to_floats(handles)
         check_finite(losses[side], 0, loops[side])
     seconds: dict[str, list[float]] = {side: [] for side in SIDES}
     steps = candidate.steps_per_round
     phases.enter(phases.MEASURE)
     for pair in range(candidate.rounds):
         for side in (SIDES if pair % 2 == 0 else SIDES[::-1]):
-            elapsed, values = timed_round(loops[side], steps, len(losses[side]))
+            with _as(own[side]):
+                elapsed, values = timed_round(loops[side], steps, len(losses[side]))
             seconds[side].append(elapsed)
             losses[side] += values
         ratio = seconds["reference"][-1] / seconds["candidate"][-1]
         say(f"pair {pair + 1}/{candidate.rounds}: candidate/reference {ratio:.3f}x")
+    for side in SIDES:  # what a side imported while it ran (a lazy import) is held to its tree too
+        own[side].check()
     phases.enter(phases.FINISH)
     results = {}
     for side in SIDES:
@@ -112,9 +100,26 @@ def alternate(scenarios: dict[str, Scenario], say: Callable[[str], None] = progr
         details = {"round_seconds": seconds[side], "user_step": {"step": scenario.step,
                                                                   "samples_per_step": loop.samples_per_step},
                    "alternation": {"pairs": candidate.rounds, "order": "ABBA", "peak_host_memory_both_sides":
-                                   peak_host_memory_bytes()}}
+                                   peak_host_memory_bytes()},
+                   "own_code": own[side].origins()}
         results[side] = TrainingResult(scenario, metrics, losses[side], env, details)
     return results
+
+
+class _as:
+    """Run the block as ``side``: its project modules in place, then set aside; your code's errors name the side."""
+
+    def __init__(self, side: Side):
+        self.side = side
+
+    def __enter__(self) -> Side:
+        self.side.enter()
+        return self.side
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        self.side.leave()
+        if isinstance(exc, UserCodeError) and not str(exc).startswith(self.side.name):
+            raise UserCodeError(f"{self.side.name} ({self.side.where}): {exc}", exc.traceback) from exc
 
 
 def main(argv: list[str]) -> int:

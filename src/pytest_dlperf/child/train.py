@@ -17,6 +17,7 @@ import traceback
 from typing import Any
 
 from pytest_dlperf.child import phases
+from pytest_dlperf.child.owncode import Side
 from pytest_dlperf.child.environment import hardware_key, host_record
 from pytest_dlperf.child.measure import StdinPacer, pace_rounds
 from pytest_dlperf.child.rank import exit_after_result
@@ -77,6 +78,8 @@ def failure_reason(exc: BaseException) -> str:
         return "non-finite loss"
     if type(exc).__name__ == "UserCodeError":
         return "error in your code"
+    if type(exc).__name__ in ("HarnessError", "CodeOriginError"):
+        return "error in pytest-dlperf"
     return "training failed"
 
 
@@ -109,7 +112,13 @@ def run(scenario: Scenario) -> TrainingResult:
     # a core that imports its framework only while building (MXNet) cannot tell the two apart
     phases.enter(phases.BUILD if FRAMEWORK_MODULES[scenario.framework] in sys.modules else phases.IMPORT_BUILD)
     progress(f"start: {scenario.describe()}")
+    own = Side(scenario) if scenario.user_code else None
+    if own is not None:
+        own.enter()
     metrics, losses, details, framework_env = core.train(scenario, progress)
+    if own is not None:
+        own.check()
+        details["own_code"] = own.origins()
     environment.update(framework_env)
     environment["settings"] = {
         "launch_prefix": list(scenario.launch_prefix),

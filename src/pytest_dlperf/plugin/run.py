@@ -21,7 +21,9 @@ from pytest_dlperf.plugin.session import DlperfSession
 from pytest_dlperf.processes.devicelock import DeviceLockTimeout, device_lock, visible_gpus
 from pytest_dlperf.processes.distributed import Job, JobFailed, jobs_lock
 from pytest_dlperf.processes.distributed.paced_job import PairedJobs, run_paired_jobs
+from pytest_dlperf.processes import owncode
 from pytest_dlperf.processes.alternation import run_alternated
+from pytest_dlperf.processes.revision import RevisionError
 from pytest_dlperf.processes.paired import DEFAULT_PROCESSES, PairedResult, Variant, pairs_for, run_paired
 from pytest_dlperf.processes.runner import PACKAGE_DIR, ScenarioFailed, run_loader_only, run_scenario
 from pytest_dlperf.profiles import COUNTED_ROUNDS, EMULATED_SHAPE, scenario_for
@@ -57,12 +59,17 @@ class DlperfRun:
         if options.rounds is not None:
             overrides.setdefault("rounds", options.rounds)
         if overrides.get("step") is not None or overrides.get("model_factory") is not None:
-            # your module may sit beside the test file, at the rootdir or in pytest's `pythonpath` folders
-            # (a src/ layout): the child looks there first, then in its installed packages
+            # your module may sit beside the test file, at the rootdir, in pytest's `pythonpath` folders or
+            # in the source folders of your pyproject.toml or editable install: the child imports your
+            # project's modules from there before anything installed
             config = self._item.config
-            folders = (str(self._item.path.parent), str(config.rootpath),
-                       *(str(p) for p in config.getini("pythonpath")))
-            overrides.setdefault("import_path", tuple(dict.fromkeys(folders)))
+            folders = overrides.get("import_path") or (self._item.path.parent, config.rootpath,
+                                                       *config.getini("pythonpath"))
+            revision = self._session.revision
+            code = owncode.find([Path(f) for f in folders], Path(config.rootpath),
+                                revision.top if revision is not None else None)
+            overrides["import_path"] = code.roots
+            overrides.setdefault("own_code", {"modules": list(code.modules), "compiled": list(code.compiled)})
         if overrides["device"] == "cpu" and overrides.get("precision") in emulated_precisions() \
                 and self.profile == "smoke":
             for name, value in EMULATED_SHAPE.items():
@@ -236,14 +243,18 @@ class DlperfRun:
     def _run_ab(self, scenario: Scenario) -> TrainingResult:
         options = self._session.options
         revision = self._session.revision
+        code = None
         if revision is None:
             reference = Variant(scenario, python=options.reference, name=f"{scenario.label}@reference")
             commits = None
         else:  # your code as it is at the revision: its folders, and this package where the repository holds it
-            tree = revision.tree()
-            reference = Variant(scenario.replace(import_path=tuple(tree.remap(p) for p in scenario.import_path)),
-                                python=options.reference, name=f"{scenario.label}@{revision.commit.short}",
-                                package=tree.package(PACKAGE_DIR))
+            try:
+                tree = revision.tree()
+            except RevisionError as exc:
+                pytest.fail(f"pytest-dlperf could not make the reference revision's worktree: {exc}", pytrace=False)
+            scenario, reference_scenario = self._sides(scenario, tree)
+            reference = Variant(reference_scenario, python=options.reference,
+                                name=f"{scenario.label}@{revision.commit.short}", package=tree.package(PACKAGE_DIR))
             commits = {"reference": revision.commit.describe(), "candidate": revision.candidate.describe()}
 
         if revision is not None and scenario.step and reference.python is None and reference.package is None:
@@ -254,9 +265,11 @@ class DlperfRun:
                                      decided=decided_at(options.ab_threshold), confidence=AB_CONFIDENCE)
             result, ref_result = paired.results[scenario.label], paired.results[reference.key]
             ratio = paired.ratio(scenario.label)
+        if scenario.user_code:
+            code = self._code_origins(scenario, result, reference.scenario, ref_result, revision is None)
         verdict = decide(ratio, options.ab_threshold)
         ref_software = ref_result.software
-        self._item.user_properties += figures.of_ab(scenario.label, ratio, verdict, ref_software, commits)
+        self._item.user_properties += figures.of_ab(scenario.label, ratio, verdict, ref_software, commits, code)
         self._session.ab_outcomes.append((self._item.nodeid, scenario.label, ratio, verdict))
         if verdict == REGRESSION:
             stacks = (f"candidate {_stack(result.software)} vs reference {_stack(ref_software)}")
@@ -264,6 +277,48 @@ class DlperfRun:
                         f"beyond the {options.ab_threshold:.0%} threshold; {stacks}\n"
                         f"{self._session.reference_description()}", pytrace=False)
         return result
+
+    def _sides(self, scenario: Scenario, tree: Any) -> tuple[Scenario, Scenario]:
+        """The candidate (the working tree) and the reference (the worktree) of a scenario, each told which
+        tree its project modules must come from; a project with compiled extensions is refused."""
+        if not scenario.own_code.get("modules"):
+            return scenario, scenario.replace(import_path=tuple(tree.remap(p) for p in scenario.import_path))
+        revision = self._session.revision
+        assert revision is not None
+        compiled = scenario.own_code.get("compiled") or []
+        if compiled:
+            pytest.fail(f"{self._item.nodeid}: --dlperf-reference-rev cannot compare this project: it has compiled "
+                        f"extension modules ({', '.join(compiled[:3])}), and the reference revision's worktree holds "
+                        "only its sources. Build and install each revision into an environment of its own and "
+                        "compare those with --dlperf-reference=PYTHON (the reference environment's interpreter)",
+                        pytrace=False)
+        top, worktree = str(revision.top), str(tree.path)
+        candidate = scenario.replace(own_code={**scenario.own_code, "tree": top, "other": worktree,
+                                               "describe": f"the working tree at {revision.candidate.short}"})
+        reference = scenario.replace(import_path=tuple(tree.remap(p) for p in scenario.import_path),
+                                     own_code={**scenario.own_code, "tree": worktree, "other": top,
+                                               "describe": f"the worktree of {revision.commit.short}"})
+        return candidate, reference
+
+    def _code_origins(self, candidate: Scenario, result: TrainingResult, reference: Scenario,
+                      ref_result: TrainingResult, environments: bool) -> dict[str, str]:
+        """Where each side imported the project's modules from, in words; an A/B of environments whose two
+        interpreters imported different files of the project fails (it compares environments, not code)."""
+        sides = {"candidate": (candidate, result), "reference": (reference, ref_result)}
+        origins = {side: r.details.get("own_code") or {} for side, (_, r) in sides.items()}
+        if environments and origins["candidate"] != origins["reference"]:
+            differ = sorted(n for n in set(origins["candidate"]) | set(origins["reference"])
+                            if origins["candidate"].get(n) != origins["reference"].get(n))
+            name = differ[0]
+            pytest.fail(f"{self._item.nodeid}: an A/B of environments compares environments, not code, but the two "
+                        f"interpreters imported different files of your project: {name} from "
+                        f"{origins['candidate'].get(name, '(not imported)')} here and "
+                        f"{origins['reference'].get(name, '(not imported)')} under the reference. Install the "
+                        "project the same way in both (or not at all: the test's folders are searched first), or "
+                        "compare revisions with --dlperf-reference-rev", pytrace=False)
+        return {side: owncode.describe_origins(origins[side], s.own_code.get("tree"))
+                + (f" ({s.own_code['describe']})" if s.own_code.get("describe") else "")
+                for side, (s, _) in sides.items()}
 
     def _alternated(self, reference: Scenario,
                     candidate: Scenario) -> tuple[TrainingResult, TrainingResult, PairedRatio]:

@@ -2,10 +2,9 @@
 
 ``--dlperf-reference-rev REV`` runs the reference side of every A/B comparison on the code as it is
 at ``REV``: the plugin adds a detached ``git worktree`` of that commit for the run and removes it at
-the end. What the child imports from the project (the test's folder, the rootdir, pytest's
-``pythonpath`` folders and, when the plugin itself lives in the repository, this package) is taken
-from the worktree instead of the working tree (:func:`remap`); the candidate is the working tree as
-it is, uncommitted changes included.
+the end. The project's import folders (:mod:`pytest_dlperf.processes.owncode`) and, when the plugin
+itself lives in the repository, this package are taken from the worktree instead of the working tree
+(:meth:`Worktree.remap`); the candidate is the working tree as it is, uncommitted changes included.
 """
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ def interval_cell(f: dict[str, str], mixed: bool) -> str:
 def ab_header(fields: Sequence[dict[str, str]]) -> list[str]:
     """The A/B table's header and rule, before one :func:`ab_row` per (test, scenario)."""
     return [f"| test | scenario | candidate/reference | {interval_heading(fields)} | process pairs | verdict | "
-            "reference |", "| --- | --- | ---: | --- | ---: | --- | --- |"]
+            "reference | code from |", "| --- | --- | ---: | --- | ---: | --- | --- | --- |"]
 
 
 def ab_rows(tests: Sequence[TestRecord]) -> list[tuple[TestRecord, str, dict[str, str]]]:
@@ -90,8 +90,9 @@ def ab_row(t: TestRecord, label: str, f: dict[str, str], mixed: bool = False) ->
     interval = interval_cell(f, mixed)
     ratio = f"{float(f['ab_ratio']):.3f}x" if f.get("ab_ratio") else "-"
     reference = f.get("reference_commit") or f.get("reference_software", "")
+    code = "; ".join(f"{side}: {f[f'{side}_code']}" for side in ("candidate", "reference") if f.get(f"{side}_code"))
     return (f"| `{cell(t.test)}` | {cell(label)} | {ratio} | {interval} | {f.get('ab_process_pairs', '-')} | "
-            f"{f.get('ab_verdict', '-')} | {cell(reference)} |")
+            f"{f.get('ab_verdict', '-')} | {cell(reference)} | {cell(code) or '-'} |")
 
 
 def headline_md(d: digest.Digest) -> str:

@@ -1,0 +1,7 @@
+"""The project's own helper module, imported by name from the same revision as the step."""
+
+import torch
+
+
+def activation(logits):
+    return torch.tanh(logits) * 4
