@@ -370,8 +370,11 @@ def test_ci_run_installs_each_tool_group_alone_so_a_missing_chromium_stops_only_
     log = tmp_path / "log"
     fake_tool(bin_, "id", "echo 0\n")
     fake_tool(bin_, "apt-get", f'echo "apt-get $*" >> {log}\ncase " $* " in *" chromium "*) exit 100;; esac\n')
-    fake_tool(bin_, "python3", f'echo "python3 $*" >> {log}\n')
-    fake_tool(bin_, "tox", f'echo "tox $*" >> {log}\n')
+    # python3 -m venv .venv makes a venv whose python and tox log their calls (the README's command 2)
+    fake_tool(bin_, "python3", f'echo "python3 $*" >> {log}\nmkdir -p .venv/bin\n'
+              f'printf \'#!/usr/bin/env bash\\necho "venv-python $*" >> {log}\\n\' > .venv/bin/python\n'
+              f'printf \'#!/usr/bin/env bash\\necho "tox $*" >> {log}\\n\' > .venv/bin/tox\n'
+              'chmod +x .venv/bin/python .venv/bin/tox\n')
     proc = subprocess.run(["bash", str(tmp_path / ".ci" / "run")], capture_output=True, text=True, timeout=60,
                           env={"PATH": f"{bin_}:/usr/bin:/bin", "HOME": str(tmp_path)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -380,7 +383,7 @@ def test_ci_run_installs_each_tool_group_alone_so_a_missing_chromium_stops_only_
     assert all(name in installed for name in ("valgrind", "g++", "git", "openmpi-bin", "slurm-wlm"))
     (warning,) = proc.stdout.splitlines()
     assert warning.startswith("warning: could not install chromium;")
-    assert calls[-1] == "tox -m ci"
+    assert calls[-3:] == ["python3 -m venv .venv", "venv-python -m pip install -q tox", "tox -m ci"]
 
 
 def step_named(workflow: dict[str, Any], start: str) -> dict[str, Any]:
