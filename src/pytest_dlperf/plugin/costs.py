@@ -3,13 +3,14 @@ written as its report's :data:`~pytest_dlperf.cost.PROPERTY`, collected for the 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_dlperf import cost
+if TYPE_CHECKING:  # imported by the hooks below for a test that records (every pytest run registers this plugin)
+    from pytest_dlperf import cost
 
-RECORDER_KEY = pytest.StashKey[cost.Recorder]()
+RECORDER_KEY = pytest.StashKey["cost.Recorder"]()
 SKIPPED_KEY = pytest.StashKey[bool]()
 PLUGIN_NAME = "dlperf-cost"
 
@@ -26,6 +27,8 @@ class CostProfile:
         """From before the test's setup, what its children and judging take is recorded."""
         if "dlperf" not in getattr(item, "fixturenames", ()):
             return (yield)
+        from pytest_dlperf import cost
+
         with cost.recording() as recorder:
             item.stash[RECORDER_KEY] = recorder
             return (yield)
@@ -35,6 +38,8 @@ class CostProfile:
         """The cost to the end of the teardown joins the teardown report's properties (which carry them all)."""
         recorder = item.stash.get(RECORDER_KEY, None)
         if recorder is not None and call.when == "teardown" and not item.stash.get(SKIPPED_KEY, False):
+            from pytest_dlperf import cost
+
             item.user_properties.append((cost.PROPERTY, recorder.cost(end=call.stop).text()))
         report: pytest.TestReport = yield
         if report.skipped and call.when != "teardown":
@@ -44,7 +49,9 @@ class CostProfile:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Any:
         """Before the JUnit mover (``hooks.SuiteFigures``) takes the property off the report."""
-        if report.when == "teardown":
+        if report.when == "teardown" and report.user_properties:
+            from pytest_dlperf import cost
+
             for name, value in report.user_properties:
                 found = cost.Cost.parse(str(value)) if name == cost.PROPERTY else None
                 if found is not None:
@@ -52,4 +59,8 @@ class CostProfile:
         return (yield)
 
     def lines(self) -> list[str]:
+        if not self.costs:
+            return []
+        from pytest_dlperf import cost
+
         return cost.summary_lines(self.costs)

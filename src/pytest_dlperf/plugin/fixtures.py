@@ -29,9 +29,10 @@ import pytest
 
 from pytest_dlperf.plugin import markers
 from pytest_dlperf.processes.devicelock import device_lock, visible_gpus
-from pytest_dlperf.processes.distributed.launchers import NetnsLauncher, make_launcher
-from pytest_dlperf.processes.distributed.netns import NetnsCluster, unavailable_reason
 from pytest_dlperf.child.gpus import Gpu, gpus
+
+# pytest_dlperf.processes.distributed (numpy with it) is imported by the distributed fixture: every
+# pytest run imports this module through the plugin's hooks.
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,7 @@ def distributed(request: pytest.FixtureRequest, options: Any) -> Iterator[Hosts]
     if name == "netns":
         yield from _netns_hosts(workers, rate)
         return
+    from pytest_dlperf.processes.distributed.launchers import make_launcher
 
     try:
         launcher = make_launcher(name, options.hostfile)
@@ -132,6 +134,9 @@ def distributed(request: pytest.FixtureRequest, options: Any) -> Iterator[Hosts]
 
 
 def _netns_hosts(workers: int, rate: str | None) -> Iterator[Hosts]:
+    from pytest_dlperf.processes.distributed.launchers import NetnsLauncher
+    from pytest_dlperf.processes.distributed.netns import NetnsCluster, unavailable_reason
+
     reason = unavailable_reason()
     if reason:
         pytest.skip(f"distributed(launcher='netns'): {reason}")

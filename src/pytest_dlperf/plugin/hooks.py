@@ -1,18 +1,25 @@
-"""pytest hooks of pytest-dlperf: thin, the work is in the modules they call."""
+"""pytest hooks of pytest-dlperf: thin, the work is in the modules they call.
+
+This module is the ``pytest11`` entry point, so every pytest run in an environment with the plugin
+imports it, most of them never asking for its fixtures: it and what it imports at the top stay light
+(options, markers, the session's state), and the judging model, the processes and the summary (numpy
+and scipy with them) are imported in the fixture or hook that first needs them
+(tests/test_startup_cost.py holds that).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import pytest
 
-from pytest_dlperf.plugin import benchmark, costs, fixtures, markers, options, report, run_verdict
-from pytest_dlperf import figures
-from pytest_dlperf.plugin.run import DlperfRun
+from pytest_dlperf.plugin import benchmark, costs, fixtures, markers, options, run_verdict
 from pytest_dlperf.child.environment import ISA_CAP_VARIABLES, cap_problem
 from pytest_dlperf.plugin.session import DlperfSession
-from pytest_dlperf.judging.verdict import IMPROVEMENT
+
+if TYPE_CHECKING:
+    from pytest_dlperf.plugin.run import DlperfRun
 
 SESSION_KEY = pytest.StashKey[DlperfSession]()
 
@@ -56,6 +63,10 @@ class SuiteFigures:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if not report.user_properties:
+            return
+        from pytest_dlperf import figures
+
         own = [(n, v) for n, v in report.user_properties if figures.is_figure(n)]
         if not own:
             return
@@ -89,7 +100,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     state = config.stash[SESSION_KEY]
     lines = [f"dlperf: profile {s.profile}, baselines {s.baseline_dir}, {mode}, scenario timeout {s.timeout:g} s"
              + (", missing baselines fail" if s.require_baselines else "")]
-    lines += report.header_lines(state.store, state.hardware_keys(), s.profile)
+    lines += state.header_lines()
     if s.ab_mode:
         lines.append(f"dlperf A/B mode: every scenario also runs on the reference ({state.reference_description()}), "
                      f"interleaved ({s.pairs} pairs); a test fails when the candidate is more than "
@@ -100,6 +111,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 @pytest.fixture
 def dlperf(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DlperfRun]:
     """Train scenarios in child processes and check their figures against the baselines."""
+    from pytest_dlperf.plugin.run import DlperfRun
+
     yield DlperfRun(request.config.stash[SESSION_KEY], request.node, tmp_path)
 
 
@@ -170,6 +183,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
 
 
 def _summary(tr: pytest.TerminalReporter, state: DlperfSession) -> None:
+    if not (state.ab_outcomes or state.verdicts or state.judges):  # nothing to sum up
+        return
+    from pytest_dlperf.judging.verdict import IMPROVEMENT
+    from pytest_dlperf.plugin import report
+
     if state.ab_outcomes:
         tr.section("dlperf A/B")
         for line in report.ab_lines(state.ab_outcomes, state.reference_description(), state.options.ab_threshold):

@@ -11,8 +11,10 @@ import pytest
 from pytest_dlperf.child.gpus import gpus
 from pytest_dlperf.child.cores.mxnet_support import unsupported_gpu
 from pytest_dlperf.scenario import FRAMEWORKS, INSTALL_HINTS, PRECISIONS
-from pytest_dlperf.judging.verdict import CHECKED_METRICS
-from pytest_dlperf.processes.distributed.netns import validate_rate
+
+# The judged metrics (pytest_dlperf.judging.verdict, scipy with it) and the netns rate check
+# (pytest_dlperf.processes.distributed, numpy with it) are imported by the checks of the markers that
+# need them: every pytest run validates its tests' markers.
 
 LAUNCHERS = ("local", "ssh", "mpi", "slurm", "netns")
 
@@ -82,6 +84,7 @@ def distributed_args(item: Any, mark: Any) -> tuple[int, str | None, str | None]
     if rate is not None:
         if launcher != "netns":
             raise _usage(item, mark, f"rate={rate!r} needs launcher='netns' (it shapes the namespaces' links)")
+        from pytest_dlperf.processes.distributed.netns import validate_rate
 
         try:
             validate_rate(rate)
@@ -122,6 +125,8 @@ def tolerance_of(item: pytest.Item) -> MarkedTolerance:
     if len(mark.args) > 1 or (not mark.args and not mark.kwargs):
         raise _usage(item, mark, "takes one fraction for every figure and/or metric=fraction keywords, "
                                  "e.g. tolerance(0.15) or tolerance(throughput=0.5)")
+    from pytest_dlperf.judging.verdict import CHECKED_METRICS
+
     unknown = sorted(set(mark.kwargs) - set(CHECKED_METRICS))
     if unknown:
         raise _usage(item, mark, f"{', '.join(unknown)}: not a judged metric; judged: {', '.join(CHECKED_METRICS)}")

@@ -15,9 +15,16 @@ from typing import Any, Callable, NamedTuple
 import pytest
 
 from pytest_dlperf.child.gpus import gpus
-from pytest_dlperf.processes.paired import DEFAULT_PAIRS, DEFAULT_PROCESSES
-from pytest_dlperf.processes.distributed.launchers import LAUNCHERS, HostfileError, make_launcher
 from pytest_dlperf.scenario import MEASURES, PROFILES
+
+# Every pytest run adds these options, so this module imports neither pytest_dlperf.processes.paired
+# nor .distributed (numpy and the judging model with them): the launchers are imported by the checks
+# of a launcher option, and the paired comparison's defaults are repeated here.
+
+#: :data:`pytest_dlperf.processes.paired.DEFAULT_PAIRS` and ``DEFAULT_PROCESSES`` (tests/test_startup_cost.py
+#: holds them equal).
+DEFAULT_PAIRS = 20
+DEFAULT_PROCESSES = 2
 
 #: The least every gate can be (docs/verdicts.md): a GPU's run-to-run noise is small enough for 5%; a
 #: virtual CPU's drifts more, and each figure's measured noise widens its own gate beyond it.
@@ -66,6 +73,8 @@ def _positive_int(text: str) -> int:
 
 
 def _launcher(text: str) -> str:
+    from pytest_dlperf.processes.distributed.launchers import LAUNCHERS
+
     choices = [name for name in LAUNCHERS if name != "netns"]
     if text not in choices:
         raise argparse.ArgumentTypeError(f"{text!r} is not a launcher; use one of: {', '.join(choices)} "
@@ -227,6 +236,8 @@ class Options(NamedTuple):
         if hostfile is not None and not hostfile.is_absolute():
             hostfile = Path(config.rootpath) / hostfile
         if launcher != "local":
+            from pytest_dlperf.processes.distributed.launchers import HostfileError, make_launcher
+
             if hostfile is None:
                 raise pytest.UsageError(f"--dlperf-launcher {launcher} needs --dlperf-hostfile PATH "
                                         "(one [user@]host[:port] per line)")

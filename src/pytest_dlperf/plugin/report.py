@@ -1,4 +1,7 @@
-"""The end-of-run summary: one row per checked metric, then the counts."""
+"""The end-of-run summary: one row per checked metric, then the counts.
+
+It brings the judging model (scipy) with it, so the hooks import it only for a run that has something
+to sum up; the header's lines are :meth:`pytest_dlperf.plugin.session.DlperfSession.header_lines`."""
 
 from __future__ import annotations
 
@@ -140,18 +143,6 @@ def _hidden(v: Verdict) -> str:
         return "(noise unknown)"
     low, high = v.interval
     return f"could hide {low if abs(math.log1p(low)) > abs(math.log1p(high)) else high:+.1%}"
-
-
-def header_lines(store: BaselineStore, hardware_keys: Sequence[str], profile: str) -> list[str]:
-    """Per hardware key of this host: the baseline file its figures are compared with, and how many it holds."""
-    lines = []
-    for hw in hardware_keys:
-        path = store.path(hw)
-        entries = len(store.keys(hw, profile))
-        held = (count(entries, f"{profile} entry", f"{profile} entries") if entries else
-                f"no {profile} entries yet: record them with pytest --update-baselines")
-        lines.append(f"dlperf: hardware {hw}, compared with {path} ({held})")
-    return lines
 
 
 def missing_lines(verdicts: list[Verdict], store: BaselineStore, profile: str, limit: int = 8) -> list[str]:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_dlperf import figures
-
 #: The node id the run's failure is reported under.
 NODEID = "dlperf::run"
 
@@ -19,8 +17,11 @@ NODEID = "dlperf::run"
 def judge(session: pytest.Session, state: object, xml: object | None) -> None:
     """Judge the run (``state.judge_run``); log a failed report when it fails; record its shifts in JUnit."""
     problem = state.judge_run(NODEID)  # type: ignore[attr-defined]
-    if xml is not None:
-        for verdict in state.shift_verdicts():  # type: ignore[attr-defined]
+    shifts = state.shift_verdicts() if xml is not None else []  # type: ignore[attr-defined]
+    if xml is not None and shifts:
+        from pytest_dlperf import figures
+
+        for verdict in shifts:
             for name, value in figures.of_verdict(verdict):
                 xml.add_global_property(figures.suite_property_name(NODEID, name), value)  # type: ignore[attr-defined]
     if not problem:
