@@ -359,6 +359,49 @@ def test_a_shift_of_every_figure_fails_the_run_when_no_figure_fails_alone(pytest
     assert tests["dlperf::run"].outcome == "failed"
 
 
+FINAL_VERDICT_TEST = """
+import pytest
+
+@pytest.mark.framework("torch")
+def test_all(dlperf):
+    r = dlperf.run(dlperf.scenario("torch", "resnet18", image_size=32, batch_size=4, warmup_steps=1, rounds=2,
+                                   steps_per_round=1))
+    for label in "abcdefghi":
+        dlperf.ledger.metric(label, "throughput", [116.0], "samples/s")
+    dlperf.ledger.metric("j", "throughput", [90.0], "samples/s")
+    dlperf.check(r)
+"""
+
+
+@pytest.mark.framework("torch")
+def test_a_figure_the_run_s_shift_judges_again_reads_the_same_in_every_report(pytester: pytest.Pytester) -> None:
+    """Nine throughputs 16% up and one 10% down: at its test's check the one is within its gate, after the run's
+    shift it is 22% below the others, a regression. The terminal, JUnit and dlperf summary all say so."""
+    from pytest_dlperf.reports.cli import main as dlperf_main
+
+    pytester.makepyfile(test_final=FINAL_VERDICT_TEST)
+    rec = record(100.0, runs=3)
+    rec["software"]["framework"] = "torch"
+    write_baseline(pytester, {f"test_final.py::test_all::{label}@smoke": {"throughput": rec}
+                              for label in "abcdefghij"})
+    result = run(pytester, "--junitxml=report.xml", "-rf", "--dlperf-tolerance=0.05")
+    result.assert_outcomes(passed=1, failed=1)  # the test's own check passed; dlperf::run failed on j
+    result.stdout.fnmatch_lines(["*regression: j throughput *"])
+    (test,) = [t for t in read_reports([pytester.path / "report.xml"]) if t.test == "test_final.py::test_all"]
+    verdicts = {m.label: m.verdict for m in test.metrics if m.metric == "throughput"}
+    assert verdicts["j"] == "regression", verdicts
+    summary = pytester.path / "summary.md"
+    assert dlperf_main(["summary", str(pytester.path / "report.xml"), "-o", str(summary)]) in (0, 1)
+    text = summary.read_text(encoding="utf-8")
+    rows = [line for line in text.splitlines() if "| j | throughput |" in line]
+    assert "1 regression beyond the figures' noise" in text  # j's row is the one under that heading
+    assert rows and any("regression" in row for row in rows) and not any("inconclusive" in row for row in rows), rows
+    brief = pytester.path / "brief.md"
+    dlperf_main(["summary", "--brief", str(pytester.path / "report.xml"), "-o", str(brief)])
+    said = brief.read_text(encoding="utf-8")
+    assert said.count("1 regression beyond its noise") == 1 and "| **-10.0%** |" in said  # j's row, -10%
+
+
 @pytest.mark.framework("torch")
 def test_improvement_is_reported_not_failed(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_train=TRAIN_TEST)
