@@ -120,3 +120,21 @@ def test_the_options_repeat_the_paired_comparisons_defaults():
     from pytest_dlperf.processes import paired
 
     assert (options.DEFAULT_PAIRS, options.DEFAULT_PROCESSES) == (paired.DEFAULT_PAIRS, paired.DEFAULT_PROCESSES)
+
+
+@pytest.mark.usefixtures("child_imports_this_package")
+def test_a_baseline_file_in_the_rootdir_brings_the_store_but_neither_numpy_nor_scipy(pytester: pytest.Pytester):
+    """With recorded baselines the header counts their entries and the start checks they are readable:
+    that reads the store (pytest_dlperf.judging), and still waits for a judgement to import scipy."""
+    from pytest_dlperf.child.environment import hardware_key
+
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_plain=PLAIN_TEST)
+    key = hardware_key("cpu")
+    pytester.mkdir("baselines").joinpath(f"{key}.json").write_text(json.dumps(
+        {"format": 1, "hardware_key": key, "hardware": {}, "entries": {}}), encoding="utf-8")
+    result, without = _held(pytester, "-p", "no:dlperf")
+    result, held = _held(pytester, "--strict-markers")
+    result.assert_outcomes(passed=1)
+    assert sorted(set(held["heavy"]) - set(without["heavy"])) in ([], ["pytest_dlperf.judging"])
+    assert "numpy" not in held["heavy"] and "scipy" not in held["heavy"]

@@ -27,8 +27,6 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from scipy import stats as _stats
-
 #: The chance that a run with no change fails anywhere (family-wise, Bonferroni).
 FAMILY_ALPHA = 0.05
 #: How the run's error budget is shared: each figure at its test's check (the run's shift unknown),
@@ -117,7 +115,9 @@ def t_quantile(p: float, df: float) -> float:
     """The ``p`` quantile of Student's t with ``df`` degrees of freedom (the normal's when ``df`` is infinite)."""
     if not 0 < p < 1:
         raise ValueError(f"p must be between 0 and 1 (exclusive), got {p!r}")
-    return float(_stats.norm.ppf(p) if math.isinf(df) else _stats.t.ppf(p, df))
+    from scipy import stats  # here, not at the top: a pytest run whose tests never judge must not pay for it
+
+    return float(stats.norm.ppf(p) if math.isinf(df) else stats.t.ppf(p, df))
 
 
 @dataclass(frozen=True)
@@ -190,7 +190,9 @@ class Gate:
         if self.scale <= 0:
             return None
         z = worse / self.scale
-        return float(_stats.norm.sf(z) if math.isinf(self.df) else _stats.t.sf(z, self.df))
+        from scipy import stats
+
+        return float(stats.norm.sf(z) if math.isinf(self.df) else stats.t.sf(z, self.df))
 
 
 def _relative(log_change: float, direction: str) -> float | None:

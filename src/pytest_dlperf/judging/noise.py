@@ -29,8 +29,6 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
-from scipy import optimize, special
-
 #: Figures judged exactly (events) or by their tolerance alone (accuracies that never moved).
 EXACT = "exact"
 #: The kind of each checked metric: figures of one kind share a noise model. A GPU's allocator repeats
@@ -155,9 +153,11 @@ def squeeze(variances: Sequence[float], dfs: Sequence[float]) -> tuple[float, fl
         total = (log_d0 - math.log(D0_CENTRE)) ** 2 / (2 * D0_SPREAD ** 2)
         for log_v, d in logs:
             ratio = d * math.exp(log_v - log_s0) / d0
-            total -= (special.gammaln((d + d0) / 2) - special.gammaln(d0 / 2) + d / 2 * math.log(d / d0)
+            total -= (math.lgamma((d + d0) / 2) - math.lgamma(d0 / 2) + d / 2 * math.log(d / d0)
                       + (d / 2 - 1) * (log_v - log_s0) - (d + d0) / 2 * math.log1p(ratio) - log_s0)
         return total
+
+    from scipy import optimize  # here, not at the top: a pytest run whose tests never judge must not pay for it
 
     fitted = optimize.minimize(cost, [statistics.fmean(v for v, _ in logs), math.log(D0_CENTRE)], method="Nelder-Mead",
                                options={"xatol": 1e-6, "fatol": 1e-9, "maxiter": 2000})
