@@ -190,16 +190,19 @@ def pruned_lines(pruned: Sequence[tuple[str, str, str]], limit: int = 5) -> list
     return [f"Dropped from the baselines, as their tests no longer write them: {shown}{more}."]
 
 
-def ab_lines(outcomes: Sequence[tuple[str, str, PairedRatio, str]], reference: str, threshold: float) -> list[str]:
+def ab_lines(outcomes: Sequence[tuple[str, str, PairedRatio, str, dict[str, str]]], reference: str,
+             threshold: float) -> list[str]:
     """A/B mode: the counts first, what the reference is, then one row per scenario: candidate/reference
-    throughput with its interval and the process pairs it rests on."""
+    throughput with its interval and the process pairs it rests on; then where each side's code came from."""
     if not outcomes:
         return []
     body = [(_short(test, label), f"{r.estimate:.3f}x", f"[{r.low:.3f}, {r.high:.3f}]", str(r.n), decision)
-            for test, label, r, decision in outcomes]
+            for test, label, r, decision, _ in outcomes]
     header = ("scenario", "candidate/reference", f"{outcomes[0][2].confidence:.0%} interval", "pairs", "verdict")
-    c = Counter(decision for *_, decision in outcomes)
+    c = Counter(outcome[3] for outcome in outcomes)
+    code = [f"{_short(test, label)}: {side}'s code: {where}" for test, label, _, _, sides in outcomes
+            for side, where in sides.items()]
     return [f"{count(len(outcomes), 'scenario')} compared with the reference (threshold {threshold:.0%}): "
             f"{c[REGRESSION]} slower (regression). {c[IMPROVEMENT]} faster (improvement). "
             f"{c[OK]} no change. {c[INCONCLUSIVE]} inconclusive.",
-            reference, "", *text.table(header, body)]
+            reference, "", *text.table(header, body), *([""] + code if code else [])]

@@ -270,7 +270,7 @@ class DlperfRun:
         verdict = decide(ratio, options.ab_threshold)
         ref_software = ref_result.software
         self._item.user_properties += figures.of_ab(scenario.label, ratio, verdict, ref_software, commits, code)
-        self._session.ab_outcomes.append((self._item.nodeid, scenario.label, ratio, verdict))
+        self._session.ab_outcomes.append((self._item.nodeid, scenario.label, ratio, verdict, code or {}))
         if verdict == REGRESSION:
             stacks = (f"candidate {_stack(result.software)} vs reference {_stack(ref_software)}")
             pytest.fail(f"A/B slower: {scenario.label} throughput candidate/reference {ratio.describe()}, "

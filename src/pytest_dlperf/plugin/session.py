@@ -43,7 +43,8 @@ class DlperfSession:
         self.measures = False
         self.filtered = False
         #: A/B mode: (test, label, candidate/reference ratio, decision) per scenario.
-        self.ab_outcomes: list[tuple[str, str, PairedRatio, str]] = []
+        #: (test, label, ratio, verdict, where each side's code came from) of every A/B comparison.
+        self.ab_outcomes: list[tuple[str, str, PairedRatio, str, dict[str, str]]] = []
         self.console = Console(config)
         #: pytest-benchmark integration (``benchmark.BenchmarkExport``), when that plugin is active.
         self.benchmarks: Any = None
@@ -184,8 +185,8 @@ class DlperfSession:
         """What an xdist worker hands the controller (``config.workeroutput``): plain, picklable data."""
         return {"verdicts": [dataclasses.asdict(v) for v in self.verdicts],
                 "written": [str(p) for p in self.written],
-                "ab_outcomes": [(test, label, ratio.to_dict(), decision)
-                                for test, label, ratio, decision in self.ab_outcomes],
+                "ab_outcomes": [(test, label, ratio.to_dict(), decision, code)
+                                for test, label, ratio, decision, code in self.ab_outcomes],
                 "collected": self.collected, "filtered": self.filtered, "family": self.family,
                 "measures": self.measures}
 
@@ -200,8 +201,8 @@ class DlperfSession:
         if output.get("ab_outcomes"):
             from pytest_dlperf.judging.stats import PairedRatio
 
-            self.ab_outcomes += [(test, label, PairedRatio.from_dict(ratio), decision)
-                                 for test, label, ratio, decision in output["ab_outcomes"]]
+            self.ab_outcomes += [(test, label, PairedRatio.from_dict(ratio), decision, code)
+                                 for test, label, ratio, decision, code in output["ab_outcomes"]]
         self.collected += [nodeid for nodeid in output.get("collected", []) if nodeid not in self.collected]
         self.measures = self.measures or bool(output.get("measures"))
         self.filtered = self.filtered or bool(output.get("filtered"))
