@@ -255,8 +255,8 @@ def test_the_isa_capped_reruns_receive_the_arguments_given_after_the_double_dash
     assert "pytest" not in ini["isa_capped"]["run"] and ".ci{/}isa_capped.py" in ini["isa_capped"]["run"]
     reruns = {env: line for env in ini.sections() for line in ini[env].get("commands", "").splitlines()
               if "{[isa_capped]run}" in line}
-    assert set(reruns) == {"testenv:perf-torch", "testenv:perf-torch-slow", "testenv:perf-tf", "testenv:perf-mxnet",
-                           "testenv:perf-{tf,mxnet}-slow"}
+    # TensorFlow's and MXNet's slow tiers hold no CPU bf16 precision test: a rerun there would run nothing
+    assert set(reruns) == {"testenv:perf-torch", "testenv:perf-torch-slow", "testenv:perf-tf", "testenv:perf-mxnet"}
     for env, line in reruns.items():
         assert line.rstrip().endswith(" -- {posargs}"), f"{env}: the ISA-capped rerun does not get the posargs"
         assert "--marker " in line and " -m " not in line, env
@@ -283,7 +283,7 @@ def test_every_pytest_run_of_tox_m_perf_records_when_dlperf_record_asks():
             if line.strip().startswith(("pytest", "{[isa_capped]run}")):
                 runs += len(names & perf)
                 assert line.rstrip().endswith(" {posargs}"), f"{section}: {line.strip()} does not get the posargs"
-    assert seen == perf and runs == 12
+    assert seen == perf and runs == 10
 
 
 def test_dlperf_record_knows_the_environments_of_tox_m_perf_whose_reports_estimate_its_time():
