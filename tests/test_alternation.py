@@ -149,3 +149,11 @@ def test_an_editable_install_s_folders_inside_the_repository_are_roots(tmp_path,
     monkeypatch.setattr(sys, "path", [*sys.path, str(tmp_path / "src")])  # a path .pth
     roots = owncode.editable_roots(tmp_path)
     assert roots == [(tmp_path / "src").resolve(), (tmp_path / "flat").resolve()]
+
+
+def test_two_environments_that_imported_different_files_of_the_project_are_told_apart():
+    same = {"myproj": "/repo/src/myproj"}
+    assert owncode.first_difference(same, dict(same)) is None
+    assert owncode.first_difference(same, {"myproj": "/venv/lib/site-packages/myproj"}) == (
+        "myproj", "/repo/src/myproj", "/venv/lib/site-packages/myproj")
+    assert owncode.first_difference({}, same) == ("myproj", "(not imported)", "/repo/src/myproj")

@@ -306,16 +306,14 @@ class DlperfRun:
         interpreters imported different files of the project fails (it compares environments, not code)."""
         sides = {"candidate": (candidate, result), "reference": (reference, ref_result)}
         origins = {side: r.details.get("own_code") or {} for side, (_, r) in sides.items()}
-        if environments and origins["candidate"] != origins["reference"]:
-            differ = sorted(n for n in set(origins["candidate"]) | set(origins["reference"])
-                            if origins["candidate"].get(n) != origins["reference"].get(n))
-            name = differ[0]
+        differ = owncode.first_difference(origins["candidate"], origins["reference"]) if environments else None
+        if differ is not None:
+            name, here, there = differ
             pytest.fail(f"{self._item.nodeid}: an A/B of environments compares environments, not code, but the two "
-                        f"interpreters imported different files of your project: {name} from "
-                        f"{origins['candidate'].get(name, '(not imported)')} here and "
-                        f"{origins['reference'].get(name, '(not imported)')} under the reference. Install the "
-                        "project the same way in both (or not at all: the test's folders are searched first), or "
-                        "compare revisions with --dlperf-reference-rev", pytrace=False)
+                        f"interpreters imported different files of your project: {name} from {here} here and "
+                        f"{there} under the reference. Install the project the same way in both (or not at all: "
+                        "the test's folders are searched first), or compare revisions with --dlperf-reference-rev",
+                        pytrace=False)
         return {side: owncode.describe_origins(origins[side], s.own_code.get("tree"))
                 + (f" ({s.own_code['describe']})" if s.own_code.get("describe") else "")
                 for side, (s, _) in sides.items()}

@@ -175,6 +175,15 @@ def _outermost(names: Iterable[str]) -> list[str]:
     return [n for n in names if not any(n.startswith(other + ".") for other in names if other != n)]
 
 
+def first_difference(candidate: dict[str, str], reference: dict[str, str]) -> tuple[str, str, str] | None:
+    """(module, candidate's file, reference's file) of the first project module the two sides imported from
+    different files (or only one imported), else None."""
+    for name in sorted(set(candidate) | set(reference)):
+        if candidate.get(name) != reference.get(name):
+            return name, candidate.get(name, "(not imported)"), reference.get(name, "(not imported)")
+    return None
+
+
 def describe_origins(origins: dict[str, str], tree: str | None) -> str:
     """Where a side's project modules came from, in words: ``myproj from src/myproj`` relative to ``tree``."""
     if not origins:
