@@ -323,7 +323,11 @@ def test_a_figure_with_one_recorded_run_is_judged_by_its_kind(pytester: pytest.P
                                  f"{prior:.1%} over 1 recorded run), p=*"])
     (test,) = read_reports([pytester.path / "report.xml"])
     throughput = next(m for m in test.metrics if m.metric == "throughput")
-    assert throughput.verdict == "regression" and throughput.detectable is None and throughput.runs == 1
+    assert throughput.verdict == "regression" and throughput.runs == 1
+    # JUnit holds the run's final judgement (after the run's shift, at its share of the error budget), as the
+    # terminal's summary table prints it
+    catches = "cannot" if throughput.detectable is None else f"{throughput.detectable:.1%}"
+    result.stdout.fnmatch_lines([f"test_train.py::test_train::fp32  throughput * {catches} * regression"])
 
 
 SHIFT_TEST = """
