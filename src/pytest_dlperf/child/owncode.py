@@ -34,8 +34,9 @@ class CodeOriginError(HarnessError):
     """A side ran a file that is not its own revision's: no verdict can be given."""
 
 
-def _installed(path: str) -> bool:
-    parts = path.split(os.sep)
+def installed(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` lies in an environment's installed packages (a venv inside the project included)."""
+    parts = os.fspath(path).split(os.sep)
     return "site-packages" in parts or "dist-packages" in parts
 
 
@@ -134,7 +135,7 @@ class Side:
             return
         for name, module in sorted(self.loaded().items()):
             for path in module_files(module):
-                if _installed(path) or not _under(path, self.tree):
+                if installed(path) or not _under(path, self.tree):
                     raise CodeOriginError(
                         f"pytest-dlperf: {self.name} imported the project's module {name} from {path}, outside "
                         f"{self.where} ({self.tree}), so it did not run its own revision's code and no verdict is "
@@ -145,7 +146,7 @@ class Side:
             return
         for name, module in sorted(sys.modules.items()):
             for path in module_files(module):
-                if path.startswith(_PLUGIN) or _installed(path) or not _under(path, self.other):
+                if path.startswith(_PLUGIN) or installed(path) or not _under(path, self.other):
                     continue
                 raise CodeOriginError(
                     f"pytest-dlperf: module {name} ({path}) comes from the other side's tree ({self.other}) and is "

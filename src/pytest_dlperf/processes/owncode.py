@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from pytest_dlperf.child.owncode import installed
+
 #: This package, which A/B runs by its own means (a worktree copy on PYTHONPATH), never as the project's.
 _PLUGIN = Path(__file__).resolve().parent.parent
 
@@ -31,12 +33,6 @@ class OwnCode:
     modules: tuple[str, ...]
     #: The compiled extension modules among them (an A/B of a revision cannot build them).
     compiled: tuple[str, ...] = ()
-
-
-def installed(path: str | Path) -> bool:
-    """Whether ``path`` lies in an environment's installed packages (a venv inside the project included)."""
-    parts = Path(path).parts
-    return "site-packages" in parts or "dist-packages" in parts
 
 
 def _read_pyproject(folder: Path) -> dict[str, Any]:
