@@ -3,7 +3,8 @@
 Every committed A/A run of a machine type is held out in turn and judged with the plugin's rule
 (``bench/suite_trials.py``'s ``judge``: each figure at its test's check, then after the run's shift)
 against a noise model built without it: a recorded run of a baseline file against the file's other
-recorded runs, a judged run (kept under bench/results/) against all of them, as the plugin judged it.
+recorded runs, a judged run (kept in git history under bench/results/, read by ``lab.py``) against all
+of them, as the plugin judged it.
 A calibrated model puts 1% of held-out values beyond its two-sided 99% gate and 5% beyond its 95%
 gate, and their normal scores (``Phi^-1`` of the model's t probability) have a mean square of 1.
 Figures of one test that read alike run for run (a compile time and its total) count once.
@@ -30,7 +31,7 @@ Sections, per machine type and kind:
   recorded one and every other run judged against it, a pytest run per framework as ``tox -m perf``
   makes them: held-out values beyond the 99% gate per kind, and the runs that would fail.
 
-    python bench/calibration.py > bench/results/calibration-<date>.txt
+    python bench/calibration.py > calibration-<date>.txt
 """
 
 from __future__ import annotations
@@ -49,11 +50,13 @@ from typing import Any, Callable, Iterator
 from scipy import optimize, special, stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import lab  # noqa: E402
 import suite_trials  # noqa: E402
 from pytest_dlperf.judging import noise as noise_model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "results"
+#: The recorded runs (git history's bench/results/, see lab.py).
+RESULTS = lab.results_dir()
 #: The suite's level per pytest run (pyproject.toml's dlperf_alpha).
 SUITE_ALPHA = 0.004
 #: Kinds judged by a noise model (exact figures are judged against their tolerance alone).

@@ -1,6 +1,6 @@
 """The tails of CPU figures the moderated t does not follow, and what heavier tails cost.  (Not a pytest test.)
 
-    PYTHONPATH=src python bench/memory_tail.py > bench/results/memory-tail-<date>.txt
+    PYTHONPATH=src python bench/memory_tail.py > memory-tail-<date>.txt
 
 With peak memory judged on its moderated degrees of freedom, the calibration (``bench/calibration.py``)
 put 2.3% of the AVX-512 EPYC type's held-out peak memories beyond the model's two-sided 99% gate, every

@@ -13,9 +13,10 @@ a summary of detections (series with a known step) and false alarms (series with
 
 A detection is a change point within +-1 run of the true step; a false alarm is any change point
 in a series without one. Real series: every figure of baselines/*.json with at least 5 runs (read
-as ``dlperf history`` reads them), and histories built from bench/results: the 25 stored-runs
-cycles of bench/verdict_power.py (A/A, and A/A spliced with the runs slowed by 5% and 10%), and the
-ten H100 trials (5 rounds of the baseline, then 5 of the A/A copy or of the 10%-slowed copy).
+as ``dlperf history`` reads them), and histories built from the lab data (git history's
+bench/results/, read by ``lab.py``): the 25 stored-runs cycles of the former bench/verdict_power.py
+(A/A, and A/A spliced with the runs slowed by 5% and 10%), and the ten H100 trials (5 rounds of the
+baseline, then 5 of the A/A copy or of the 10%-slowed copy).
 
     tox -e otava        # runs: python bench/otava_crosscheck.py bench/results/otava-crosscheck.txt
 
@@ -38,6 +39,9 @@ from otava.series import AnalysisOptions, Metric, Series
 
 from pytest_dlperf.reports.changepoints import MAX_PVALUE, PERMUTATIONS, change_points, q_grid
 from pytest_dlperf.reports.history import read_series
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import lab  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = 32
@@ -96,7 +100,7 @@ def real() -> list[dict]:
             test = Path(nodeid.split("::")[0]).stem + (nodeid[nodeid.find("["):] if "[" in nodeid else "")
             out.append({"name": f"{test} {metric}", "x": np.array([p.value for p in s.points]), "step_at": None,
                         "group": ("baselines", f"{len(s.points)} runs", "none", len(s.points))})
-    stored = json.loads((ROOT / "bench/results/cpu2-intel-verdict-power-stored-runs.json").read_text())
+    stored = json.loads((lab.results_dir() / "cpu2-intel-verdict-power-stored-runs.json").read_text())
     aa = [c["aa"]["throughput"] for c in stored["cycles"]]
     out.append({"name": "stored-runs aa throughput", "x": np.array(aa), "step_at": None,
                 "group": ("cpu2 stored runs", "25 cycles", "none", len(aa))})
@@ -104,7 +108,7 @@ def real() -> list[dict]:
         x = aa[:13] + [c[slowed]["throughput"] for c in stored["cycles"][13:]]
         out.append({"name": f"stored-runs aa 1-13, {slowed} 14-25", "x": np.array(x), "step_at": 13,
                     "group": ("cpu2 stored runs", "25 cycles", pct, len(x))})
-    h100 = json.loads((ROOT / "bench/results/h100-verdict-power.json").read_text())
+    h100 = json.loads((lab.results_dir() / "h100-verdict-power.json").read_text())
     for t, trial in enumerate(h100["trials"]):
         for other, pct in (("same", "none"), ("slowed", "10%")):
             x = trial["baseline"]["throughput"] + trial[other]["throughput"]
@@ -173,6 +177,7 @@ def main() -> None:
         cells = "  ".join(f"{c:>4} ({c / row[0]:4.0%})" for c in row[1:])
         say(f"{source:18} {noise:13} {step:>5} {row[0]:>6}  {cells}")
     if len(sys.argv) > 1:
+        Path(sys.argv[1]).parent.mkdir(parents=True, exist_ok=True)
         Path(sys.argv[1]).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 

@@ -11,7 +11,7 @@ columns beyond the comment's width scroll out of sight. Chromium's shot is cropp
 comment's last line (at most :data:`HEIGHT` px: a long brief is shown from its top).
 
     pip install cmarkgfm      # the torch environment of tox.ini has it
-    python bench/pr_comment.py bench/results/cpu2-avx2-aa-suite/perf-7462095 --slowed 3 \\
+    python bench/pr_comment.py tests/data/whole-run-avx2 --slowed 3 \\
         --link https://github.com/OWNER/REPO/actions/runs/1 --out docs/pictures/pr-comment.png
 
 ``--slowed K`` lowers every K-th throughput that its gate can judge just beyond that gate and judges it

@@ -132,7 +132,7 @@ def test_a_run_that_passed_says_so_and_little_else():
 
 #: A whole ``tox -m perf`` run: its twelve reports (every framework, both tiers, the ISA-capped reruns) on a
 #: 2-core AVX2 VM, 244 figures.
-WHOLE_RUN = Path(__file__).parents[1] / "bench" / "results" / "cpu2-avx2-aa-suite" / "perf-7462095"
+WHOLE_RUN = Path(__file__).parent / "data" / "whole-run-avx2"
 #: The tags GitHub's sanitizer keeps that the brief uses; anything else would show as text or vanish.
 ALLOWED_TAGS = {"code", "wbr", "br"}
 #: The longest word a table may hold: about 460 px of GitHub's 12 px code in a comment about 850 px wide,

@@ -339,7 +339,7 @@ def test_chromium_shows_the_verdict_on_the_first_screen_and_no_table_wider_than_
     assert not crushed, f"{len(crushed)} test cells overflow or are narrower than 150 px: {crushed[:2]}"
 
 
-WHOLE_RUN = Path(__file__).parents[1] / "bench" / "results" / "cpu2-avx2-aa-suite" / "perf-7462095"
+WHOLE_RUN = Path(__file__).parent / "data" / "whole-run-avx2"
 
 
 def test_a_real_suite_s_tables_fit_the_page_and_say_a_shared_machine_once(tmp_path, capsys):
