@@ -1,4 +1,4 @@
-"""Real launch engines across network-namespace hosts: an sshd per host, Open MPI over it.
+"""Real launch engines across network-namespace hosts: an sshd per host, Open MPI over it, Slurm, Grid Engine.
 
 ``EngineHosts(n)`` makes ``n`` namespace hosts (:class:`~pytest_dlperf.processes.distributed.netns.NetnsCluster`)
 plus a "head" namespace, the login node the launch clients (``ssh``, ``mpirun``) run in, so
@@ -10,6 +10,10 @@ every host is remote to them. Each host gets
 * its own CPU core: the sshd runs under ``taskset -c CORE`` and everything it starts
   inherits the mask, so one worker and two workers get the same resources per worker.
   Open MPI re-binds by default, hence ``--bind-to none`` in :meth:`launcher`.
+
+With ``slurm=True`` a Slurm cluster (slurmctld on the head, a slurmd per host), with ``sge=True`` a Son
+of Grid Engine cell (:mod:`.gridengine`: sge_qmaster on the head, an sge_execd per host) start the
+ranks instead of ssh.
 
 Hosts are addressed by IP, never by name (a name would go to the machine's resolver).
 Everything is torn down on exit, on an error half-way, and at interpreter exit:
@@ -30,19 +34,27 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from pytest_dlperf.processes.distributed.gridengine import CellError, GridEngineCell
 from pytest_dlperf.processes.distributed.hosts import Host
-from pytest_dlperf.processes.distributed.launchers import MpiLauncher, SlurmLauncher, SshLauncher
+from pytest_dlperf.processes.distributed.launchers import GridEngineLauncher, MpiLauncher, SlurmLauncher, SshLauncher
 from pytest_dlperf.processes.distributed.netns import HEAD_ADDRESS, PREFIX_LEN, SUBNET_PREFIX, NetnsCluster
 from pytest_dlperf.processes.distributed.netns import unavailable_reason as netns_unavailable
 
-ENGINES = ("ssh", "mpi", "slurm")
+ENGINES = ("ssh", "mpi", "slurm", "sge")
 #: Debian packages per engine (``.ci/run`` installs them; ``apt-get install --no-install-recommends``).
 PACKAGES = {"ssh": "openssh-server openssh-client", "mpi": "openssh-server openssh-client openmpi-bin",
-            "slurm": "openssh-server openssh-client slurm-wlm munge"}
+            "slurm": "openssh-server openssh-client slurm-wlm munge",
+            "sge": "openssh-server openssh-client gridengine-master gridengine-exec gridengine-client"}
+#: Grid Engine's packages ask for the master host and cell: answered before the install (.ci/run does it).
+SGE_PRESEED = ("printf '%s\\n' 'gridengine-common shared/gridenginemaster string head' "
+               "'gridengine-common shared/gridenginecell string default' "
+               "'gridengine-common shared/gridengineconfig boolean true' | debconf-set-selections && ")
 _SSH_TOOLS = ("/usr/sbin/sshd", "ssh", "ssh-keygen", "taskset", "unshare")
 TOOLS = {"ssh": _SSH_TOOLS, "mpi": (*_SSH_TOOLS, "mpirun"),
          "slurm": (*_SSH_TOOLS, "nsenter", "/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/sbin/munged",
-                   "mungekey", "srun", "scontrol")}
+                   "mungekey", "srun", "scontrol"),
+         "sge": (*_SSH_TOOLS, "/usr/sbin/sge_qmaster", "/usr/sbin/sge_execd", "/usr/lib/gridengine/spoolinit",
+                 "/usr/lib/gridengine/spooldefaults", "qconf", "qrsh", "qstat")}
 #: How long slurmctld and every slurmd may take to report the nodes idle.
 SLURM_READY_TIMEOUT = 30.0
 #: How long a host's sshd may take to answer after it is started.
@@ -55,7 +67,7 @@ class EngineUnavailable(RuntimeError):
 
 
 def unavailable_reason(engine: str) -> str | None:
-    """Why ``engine`` ("ssh" or "mpi") cannot run across namespace hosts here, or None."""
+    """Why ``engine`` (one of :data:`ENGINES`) cannot run across namespace hosts here, or None."""
     if engine not in ENGINES:
         raise ValueError(f"engine {engine!r}: use one of {', '.join(ENGINES)}")
     reason = netns_unavailable()
@@ -63,7 +75,8 @@ def unavailable_reason(engine: str) -> str | None:
         return reason
     for tool in TOOLS[engine]:
         if shutil.which(tool) is None:
-            return (f"the {engine} engine needs {tool!r}: apt-get install --no-install-recommends "
+            preseed = SGE_PRESEED if engine == "sge" else ""
+            return (f"the {engine} engine needs {tool!r}: {preseed}apt-get install --no-install-recommends "
                     f"{PACKAGES[engine]} (.ci/run installs it)")
     return None
 
@@ -79,7 +92,7 @@ class EngineHosts:
     """``with EngineHosts(2) as e: e.launcher("ssh")``; ``e.addresses``, ``e.cores``, ``e.cluster``."""
 
     def __init__(self, hosts: int = 2, rate: str | None = None, cores: Sequence[int] | None = None,
-                 slurm: bool = False):
+                 slurm: bool = False, sge: bool = False):
         count = os.cpu_count() or 1
         self.cores = list(cores) if cores is not None else [i % count for i in range(hosts)]
         if len(self.cores) != hosts:
@@ -93,6 +106,10 @@ class EngineHosts:
         self.slurm = slurm
         self.daemons: list[subprocess.Popen[bytes]] = []
         self.slurmd: list[subprocess.Popen[bytes]] = []
+        #: With ``sge=True``: a Grid Engine cell, qmaster on the head, an execd per host.
+        self.sge = GridEngineCell(self.dir / "sge", HEAD_ADDRESS) if sge else None
+        #: Seconds each engine's bring-up took (after the namespaces and sshds), for the reports.
+        self.bring_up: dict[str, float] = {}
 
     # ---------------------------------------------------------------- bring-up
 
@@ -104,9 +121,17 @@ class EngineHosts:
             self._keys()
             for i in range(self.cluster.hosts):
                 self._start_sshd(i)
+            start = time.monotonic()
             self._wait_ready()
+            self.bring_up["ssh"] = time.monotonic() - start
             if self.slurm:
+                start = time.monotonic()
                 self._start_slurm()
+                self.bring_up["slurm"] = time.monotonic() - start
+            if self.sge:
+                start = time.monotonic()
+                self._start_sge()
+                self.bring_up["sge"] = time.monotonic() - start
         except BaseException:
             self.close()
             raise
@@ -235,6 +260,14 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscrib
                                         f"{logs}")
             time.sleep(0.2)
 
+    def _start_sge(self) -> None:
+        assert self.sge is not None and self.cluster.head is not None
+        self.sge.dir.mkdir()
+        try:
+            self.sge.start(self.cluster.head, self.cluster.namespaces, self.addresses, self.cores)
+        except CellError as exc:
+            raise EngineUnavailable(str(exc)) from exc
+
     @property
     def cluster_head_address(self) -> str:
         return HEAD_ADDRESS
@@ -262,9 +295,15 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscrib
         path.write_text("".join(f"{a} slots=1{suffix}\n" for a in self.addresses), encoding="utf-8")
         return path
 
-    def launcher(self, engine: str, hosts: Sequence[Host] | None = None) -> SshLauncher | MpiLauncher | SlurmLauncher:
-        """The ``ssh``, ``mpi`` or ``slurm`` launcher for these hosts, its clients on the head node."""
+    def launcher(self, engine: str, hosts: Sequence[Host] | None = None
+                 ) -> SshLauncher | MpiLauncher | SlurmLauncher | GridEngineLauncher:
+        """The ``ssh``, ``mpi``, ``slurm`` or ``sge`` launcher for these hosts, its clients on the head node."""
         hosts = list(hosts or self.hosts())
+        if engine == "sge":
+            if self.sge is None:
+                raise ValueError("the sge launcher needs EngineHosts(..., sge=True)")
+            return GridEngineLauncher(hosts=hosts, prefix=tuple(self.sge.client),
+                                      nodes={a: f"h{i}" for i, a in enumerate(self.addresses)}, interface="eth0")
         if engine == "slurm":
             if not self.slurm:
                 raise ValueError("the slurm launcher needs EngineHosts(..., slurm=True)")
@@ -287,10 +326,11 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscrib
         raise ValueError(f"engine {engine!r}: use one of {', '.join(ENGINES)}")
 
     def _host_daemons(self, host: int) -> list[int]:
-        return [p.pid for p in (self.sshd[host:host + 1] + self.slurmd[host:host + 1])]
+        execd = self.sge.execd[host:host + 1] if self.sge else []
+        return [p.pid for p in (self.sshd[host:host + 1] + self.slurmd[host:host + 1] + execd)]
 
     def host_pids(self, host: int) -> list[int]:
-        """Processes on host ``host`` other than its daemons (sshd, slurmd)."""
+        """Processes on host ``host`` other than its daemons (sshd, slurmd, sge_execd)."""
         out = subprocess.run(["ip", "netns", "pids", self.cluster.namespaces[host]], capture_output=True, text=True)
         daemons = self._host_daemons(host)
         return [int(p) for p in out.stdout.split() if p.isdigit() and int(p) not in daemons]
@@ -308,6 +348,8 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscrib
     def close(self) -> None:
         """Stop every daemon and wait for it, then the namespaces (veth first), then the keys."""
         try:
+            if self.sge:
+                self.sge.close()
             for proc in [*reversed(self.daemons), *self.sshd]:
                 if proc.poll() is None:
                     proc.terminate()

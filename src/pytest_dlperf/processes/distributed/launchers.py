@@ -1,4 +1,4 @@
-"""Where the ranks of a distributed job run: argv lists for local, ssh, mpirun, srun and netns.
+"""Where the ranks of a distributed job run: argv lists for local, ssh, mpirun, srun, qrsh and netns.
 
 A launcher turns (host slot, command, environment) into the argv of one process on
 this machine that starts the rank where it belongs. Every launcher builds a list,
@@ -7,7 +7,7 @@ as one argument after validation, and the only shell involved (the remote login
 shell ``ssh`` hands its command to) receives every word through ``shlex.quote``.
 
 The hosts come from a hostfile (:mod:`.hosts`); only the ssh launcher honours a host's port
-(``ssh -p``), mpi and slurm refuse one.
+(``ssh -p``), mpi, slurm and sge refuse one.
 
 Torch ranks start through ``torchrun`` (:func:`torchrun_command`): every launcher starts one
 torchrun agent per host, the agents meet at a c10d rendezvous on the first host's address and
@@ -27,7 +27,7 @@ from typing import Mapping, Protocol, Sequence
 from pytest_dlperf.processes.distributed.hosts import Host, HostfileError, read_hostfile, slot_hosts
 from pytest_dlperf.processes.distributed.netns import unavailable_reason
 
-LAUNCHERS = ("local", "ssh", "mpi", "slurm", "netns")
+LAUNCHERS = ("local", "ssh", "mpi", "slurm", "sge", "netns")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SAFE = re.compile(r"^[A-Za-z0-9_=.-]+$")  # a word no shell on the far side could misread
 #: Where ranks on remote hosts keep their files, one folder per job (removed by the job's clean-up).
@@ -301,6 +301,45 @@ class SlurmLauncher(_HostfileSlots):
         return None if shutil.which(self.srun) else f"the slurm launcher needs {self.srun!r} inside a Slurm allocation"
 
 
+@dataclass
+class GridEngineLauncher(_HostfileSlots):
+    """One ``qrsh -now yes -l hostname=H 'env K=V ... python ...'`` per launch: a Grid Engine job of its own.
+
+    ``qrsh`` has the host's ``sge_execd`` start the command (its shepherd, never ssh) and streams the
+    command's output back to this side, where the plugin reads the ranks' results: there is no shared
+    filesystem to collect a ``qsub`` job's output files from. ``-now yes``: a job that cannot start at
+    once (its host lost) fails instead of queueing. qrsh joins its words and hands them to the remote
+    shell, so the command is one ``shlex``-quoted string, as for ssh. Killing the local qrsh (the
+    job's process group) ends the remote job.
+    """
+
+    hosts: Sequence[Host]
+    qrsh: str = "qrsh"
+    qrsh_options: Sequence[str] = ()
+    prefix: Sequence[str] = ()
+    #: Grid Engine host name per host address, where they differ.
+    nodes: Mapping[str, str] | None = None
+    #: The hosts' network interface the ranks talk over (GLOO_SOCKET_IFNAME, DMLC_INTERFACE); None: their own choice.
+    interface: str | None = None
+    name: str = "sge"
+    remote = True
+
+    def __post_init__(self) -> None:
+        _refuse_ssh_ports(self.name, self.hosts, "qrsh starts ranks through sge_execd, not ssh",
+                          "remove the ':PORT' from the hostfile (Grid Engine's host names are enough)")
+
+    def argv(self, slot: int, command: Sequence[str], env: Mapping[str, str]) -> list[str]:
+        host = slot_hosts(self.hosts, slot + 1)[slot]
+        node = (self.nodes or {}).get(host.address, host.address)
+        return [*self.prefix, self.qrsh, *self.qrsh_options, "-now", "yes", "-l", f"hostname={node}",
+                shlex.join(["env", *_env_words(forwarded(env)), *command])]
+
+    def missing(self) -> str | None:
+        if shutil.which(self.qrsh):
+            return None
+        return f"the sge launcher needs {self.qrsh!r} (apt-get install gridengine-client)"
+
+
 def make_launcher(name: str, hostfile: str | Path | None = None, **options: object) -> Launcher:
     """The launcher called ``name``; ssh/mpi/slurm need a hostfile, netns needs namespaces=/addresses=.
 
@@ -315,5 +354,5 @@ def make_launcher(name: str, hostfile: str | Path | None = None, **options: obje
     if hostfile is None:
         raise ValueError(f"the {name} launcher needs a hostfile (--dlperf-hostfile PATH): one host per line")
     hosts = read_hostfile(hostfile)
-    cls = {"ssh": SshLauncher, "mpi": MpiLauncher, "slurm": SlurmLauncher}[name]
+    cls = {"ssh": SshLauncher, "mpi": MpiLauncher, "slurm": SlurmLauncher, "sge": GridEngineLauncher}[name]
     return cls(hosts=hosts, **options)
