@@ -1,4 +1,4 @@
-"""Real ssh and Open MPI engines across namespace hosts: bring-up, teardown, up-front checks, and faults.
+"""Real ssh, Open MPI, Slurm and Grid Engine engines across namespace hosts: bring-up, teardown, checks, faults.
 
 Each host is a network namespace with its own sshd (keys made for the run) and its own core;
 the launch clients run on a separate head namespace, so every rank is remote. The faults are
@@ -23,6 +23,7 @@ from pytest_dlperf.processes.distributed.hosts import Host, read_hostfile
 SSH_REASON = engines.unavailable_reason("ssh")
 MPI_REASON = engines.unavailable_reason("mpi")
 SLURM_REASON = engines.unavailable_reason("slurm")
+SGE_REASON = engines.unavailable_reason("sge")
 needs_ssh = pytest.mark.skipif(SSH_REASON is not None, reason=SSH_REASON or "")
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (tox -e perf-torch)")
 CONFIG = dict(model="tiny_cnn", batch_size=4, image_size=8, num_classes=4, lr=0.05, momentum=0.9, seed=0,
@@ -37,9 +38,10 @@ def hosts(tmp_path, monkeypatch):
     if SSH_REASON:
         pytest.skip(SSH_REASON)
     monkeypatch.setenv("DLPERF_LOCK_DIR", str(tmp_path / "locks"))  # functional jobs: no wait on measured runs
-    with engines.EngineHosts(2, slurm=SLURM_REASON is None) as up:
+    with engines.EngineHosts(2, slurm=SLURM_REASON is None, sge=SGE_REASON is None) as up:
         yield up
     assert up.cluster.exists() == [], "a namespace outlived the engine"
+    assert not up.sge or all(p.poll() is not None for p in up.sge.daemons), "a Grid Engine daemon lives on"
 
 
 def _at_step(log_dir, stem: str, step: int, timeout: float = 60.0) -> None:
@@ -86,6 +88,41 @@ def test_the_hosts_come_up_pinned_and_go_away(hosts):
     assert read_hostfile(hosts.hostfile(sys.executable))[0].python == sys.executable
 
 
+@pytest.mark.skipif(SGE_REASON is not None, reason=SGE_REASON or "")
+def test_grid_engine_starts_a_command_through_the_host_s_execd_not_ssh(hosts):
+    """qrsh to h1: the command runs on h1, on its core, under sge_shepherd (started by sge_execd), no sshd."""
+    import subprocess
+
+    probe = [sys.executable, "-c", "import os, socket\npid, chain = os.getpid(), []\nwhile pid > 1:\n"
+             "    pid = int(open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[1])\n"
+             "    chain.append(open(f'/proc/{pid}/comm').read().strip())\n"
+             "print(socket.gethostname(), sorted(os.sched_getaffinity(0)), chain, os.environ['DLPERF_X'])"]
+    launcher = hosts.launcher("sge")
+    for i in range(2):
+        out = subprocess.run(launcher.argv(i, probe, {"DLPERF_X": "a b'c"}), capture_output=True, text=True,
+                             timeout=60, check=True).stdout.strip()
+        name, cpus, chain = out.split(" ", 2)[0], out.split("]", 1)[0] + "]", out.split("] ", 1)[1]
+        assert name == f"h{i}" and cpus.endswith(f"[{hosts.cores[i]}]"), out
+        assert "sge_shepherd" in chain and "sge_execd" in chain and "sshd" not in chain, out
+        assert out.endswith("a b'c"), out
+    print(f"Grid Engine cell up in {hosts.bring_up['sge']:.1f} s (sshds {hosts.bring_up['ssh']:.1f} s)")
+
+
+@pytest.mark.skipif(SGE_REASON is not None, reason=SGE_REASON or "")
+def test_a_grid_engine_cell_leaves_nothing_behind():
+    """The cell's daemons, its SGE_ROOT and the namespaces' hosts files all go with the hosts."""
+    import subprocess
+
+    with engines.EngineHosts(1, sge=True) as up:
+        cell = up.sge
+        etc = list(cell._etc)
+        assert cell.ready_hosts() == ["h0"] and all(p.poll() is None for p in cell.daemons)
+    assert all(p.poll() is not None for p in cell.daemons)
+    assert not any(p.exists() for p in etc) and not cell.root.exists() and up.cluster.exists() == []
+    left = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert str(cell.root) not in left and str(cell.dir) not in left, left
+
+
 def test_a_teardown_after_a_failed_bring_up_leaves_nothing(monkeypatch):
     if SSH_REASON:
         pytest.skip(SSH_REASON)
@@ -115,7 +152,8 @@ def test_a_host_without_the_interpreter_is_named_before_the_job_starts(hosts, tm
 @needs_torch
 @pytest.mark.parametrize("engine", ["ssh", pytest.param("mpi", marks=pytest.mark.skipif(
     MPI_REASON is not None, reason=MPI_REASON or "")), pytest.param("slurm", marks=pytest.mark.skipif(
-    SLURM_REASON is not None, reason=SLURM_REASON or ""))])
+    SLURM_REASON is not None, reason=SLURM_REASON or "")), pytest.param("sge", marks=pytest.mark.skipif(
+    SGE_REASON is not None, reason=SGE_REASON or ""))])
 def test_a_host_whose_link_goes_down_is_named(hosts, tmp_path, engine):
     job = dist.Job("torch", 2, LONG, launcher=hosts.launcher(engine), timeout=FAULT_TIMEOUT, label=f"linkdown-{engine}")
 
@@ -127,19 +165,21 @@ def test_a_host_whose_link_goes_down_is_named(hosts, tmp_path, engine):
     assert exc.rank == "worker 1" and exc.host == "10.77.0.2", exc.report()
     assert seconds < FAULT_TIMEOUT + 40, f"took {seconds:.0f} s"  # the timeout, then the probe and the clean-up
     assert any("10.77.0.2" in u for u in exc.unreached), exc.report()  # the clean-up says what it could not reach
-    if engine == "slurm":
-        # slurmstepd on a cut-off node outlives the job until the node is back: then slurmctld ends it
+    if engine in ("slurm", "sge"):
+        # slurmstepd (sge_shepherd) on a cut-off node outlives the job until the node is back: then
+        # slurmctld ends it (the rank finds its qrsh and its peer gone)
         hosts.cluster.link(1, up=True)
-    _nothing_left(hosts, exc, grace=60.0 if engine == "slurm" else 15.0)
+    _nothing_left(hosts, exc, grace=60.0 if engine in ("slurm", "sge") else 15.0)
 
 
 @pytest.mark.slow
 @needs_ssh
 @needs_torch
 @pytest.mark.parametrize("engine", ["ssh", pytest.param("slurm", marks=pytest.mark.skipif(
-    SLURM_REASON is not None, reason=SLURM_REASON or ""))])
+    SLURM_REASON is not None, reason=SLURM_REASON or "")), pytest.param("sge", marks=pytest.mark.skipif(
+    SGE_REASON is not None, reason=SGE_REASON or ""))])
 def test_a_host_that_dies_mid_job_is_named_at_once(hosts, tmp_path, engine):
-    """Every process on the host killed (sshd or slurmd, the session, the rank): the launcher notices at once."""
+    """Every process on the host killed (sshd, slurmd or sge_execd, the session, the rank): the launcher notices."""
     job = dist.Job("torch", 2, LONG, launcher=hosts.launcher(engine), timeout=FAULT_TIMEOUT, label=f"hostdies-{engine}")
 
     def fault():
@@ -148,8 +188,8 @@ def test_a_host_that_dies_mid_job_is_named_at_once(hosts, tmp_path, engine):
 
     exc, seconds = _fail_with(job, tmp_path, fault)
     assert exc.rank == "worker 1" and exc.host == "10.77.0.2", exc.report()
-    # ssh notices the closed connection at once (~1 s); srun only after its probe of the host (~35 s)
-    assert seconds < (FAULT_TIMEOUT / 2 if engine == "ssh" else FAULT_TIMEOUT), f"took {seconds:.0f} s"
+    # ssh (and qrsh) notice the closed connection at once (~1 s); srun only after its probe of the host (~35 s)
+    assert seconds < (FAULT_TIMEOUT / 2 if engine in ("ssh", "sge") else FAULT_TIMEOUT), f"took {seconds:.0f} s"
     _nothing_left(hosts, exc)
 
 
@@ -303,6 +343,7 @@ def test_mxnet_under_mpirun_is_one_mpirun_per_role_as_launch_py_does():
 
 MPI_OK = pytest.mark.skipif(MPI_REASON is not None, reason=MPI_REASON or "")
 SLURM_OK = pytest.mark.skipif(SLURM_REASON is not None, reason=SLURM_REASON or "")
+SGE_OK = pytest.mark.skipif(SGE_REASON is not None, reason=SGE_REASON or "")
 
 
 @pytest.mark.slow
@@ -310,7 +351,8 @@ SLURM_OK = pytest.mark.skipif(SLURM_REASON is not None, reason=SLURM_REASON or "
 @needs_torch
 @pytest.mark.parametrize("engine,start", [("ssh", "torchrun"), pytest.param("mpi", "torchrun", marks=MPI_OK),
                                           pytest.param("mpi", "mpi", marks=MPI_OK),
-                                          pytest.param("slurm", "torchrun", marks=SLURM_OK)])
+                                          pytest.param("slurm", "torchrun", marks=SLURM_OK),
+                                          pytest.param("sge", "torchrun", marks=SGE_OK)])
 def test_a_rank_that_fails_under_torchrun_or_mpirun_is_named_with_its_host(hosts, tmp_path, engine, start):
     """Rank 1 exits 17 at step 3: the launch process (a host's torchrun, the world's mpirun) carries two
     or one ranks, so the rank comes from its own failure report; nothing is left on either host."""
