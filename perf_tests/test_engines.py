@@ -1,4 +1,4 @@
-"""Seeds 002 and 004 on the engines users run: real jobs through ssh and Open MPI across separate hosts.
+"""Seeds 002 and 004 on the engines users run: real jobs through ssh, Open MPI, Slurm and Grid Engine across hosts.
 
 Two network-namespace hosts, each with its own sshd and its own core (``pytest_dlperf.processes.distributed.engines``),
 the launch clients on a third namespace (the login node): every rank is remote, started by the
@@ -7,7 +7,8 @@ result comes back through the launcher's output (no shared path is read); its po
 on the host that binds them.
 
 * Every framework installed trains 2 workers through ``ssh``, ``mpi`` (mpirun over ssh) and
-  ``slurm`` (srun in a real cluster: slurmctld on the login node, a slurmd per host, munge): each
+  ``slurm`` (srun in a real cluster: slurmctld on the login node, a slurmd per host, munge) and ``sge``
+  (qrsh in a real Son of Grid Engine cell: sge_qmaster on the login node, an sge_execd per host): each
   rank ran on its own host and core, and the job learned. Torch ranks start through ``torchrun``
   (one agent per host, c10d rendezvous at the first host's IP), also on this host alone (local).
 * Torch under ``mpirun`` the MPI way (``start="mpi"``): one mpirun for the world, ranks from
@@ -18,7 +19,8 @@ on the host that binds them.
   threads; it must stay above ``MIN_EFFICIENCY``.
 
 Skipped with the reason where the engines cannot run (not root; ``.ci/run`` installs
-``openssh-server openssh-client openmpi-bin slurm-wlm munge`` from Debian).
+``openssh-server openssh-client openmpi-bin slurm-wlm munge`` and, preseeded, ``gridengine-master
+gridengine-exec gridengine-client`` from Debian).
 """
 
 from __future__ import annotations
@@ -58,7 +60,8 @@ def engine_hosts():
     reason = engines.unavailable_reason("ssh")
     if reason:
         pytest.skip(reason)
-    with engines.EngineHosts(2, slurm=engines.unavailable_reason("slurm") is None) as up:
+    with engines.EngineHosts(2, slurm=engines.unavailable_reason("slurm") is None,
+                             sge=engines.unavailable_reason("sge") is None) as up:
         yield up
 
 
@@ -93,9 +96,10 @@ def test_a_real_job_runs_through_the_engine_across_hosts(engine_hosts, framework
     if framework == "torch":  # one torchrun agent per host started them; the rendezvous gave ranks 0 and 1
         assert [w["started_by"] for w in result.workers] == ["torchrun"] * 2, result.workers
         assert sorted(w["rank"] for w in result.workers) == [0, 1]
+    up = engine_hosts.bring_up.get(engine, engine_hosts.bring_up["ssh"])  # mpi rides on the sshds
     print(f"{framework} through {engine}: workers on {where}, rendezvous {result.rendezvous}, "
           f"per-worker {[round(statistics.median(w['throughput']), 1) for w in result.workers]} samples/s, "
-          f"job {result.wall_seconds:.1f} s")
+          f"job {result.wall_seconds:.1f} s, engine up in {up:.1f} s")
 
 
 @pytest.mark.slow
