@@ -222,19 +222,32 @@ def test_after():
     assert "Traceback" not in result.stdout.str()
 
 
-def test_a_function_object_as_step_says_to_name_it(pytester: pytest.Pytester) -> None:
+def test_a_lambda_as_step_says_to_define_a_module_level_function(pytester: pytest.Pytester) -> None:
     project(pytester, """
-def make_step(scenario):
-    return lambda: 0.0
-
 def test_bad(dlperf):
-    dlperf.scenario("torch", "mine", step=make_step)
+    dlperf.scenario("torch", "mine", step=lambda scenario: (lambda: 0.0))
 """)
     result = run(pytester, "proj")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*bad scenario: step= takes a string 'package.module:function', not the object "
-                                 "<function make_step*>: the training runs in a child process, which imports it by "
-                                 "name; e.g. step='my_model:make_step'*"])
+    result.stdout.fnmatch_lines(["*bad scenario: step=<function test_bad.<locals>.<lambda>*> is a lambda: the "
+                                 "training runs in a child process, which imports the function by name; define it "
+                                 "at the top level of a module and pass it (or its name, e.g. "
+                                 "step='my_model:make_step')*"])
+
+
+@TORCH
+def test_a_module_level_function_object_as_step_is_run_by_its_name(pytester: pytest.Pytester) -> None:
+    project(pytester, """
+from tiny_model import make_step
+
+def test_mine(dlperf):
+    s = dlperf.scenario("torch", "tiny_mlp", step=make_step, batch_size=4, warmup_steps=1, rounds=1,
+                        steps_per_round=2)
+    assert s.step == "tiny_model:make_step"
+    run = dlperf.run(s)
+    assert len(run.losses) == 3
+""", tiny_model=STEP_MODULE)
+    run(pytester, "proj").assert_outcomes(passed=1)
 
 
 @pytest.mark.slow

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -100,6 +101,10 @@ class Scenario:
     #: Your own training step: ``"package.module:make_step"``, imported in the child and called with
     #: this scenario; it returns a callable that runs one step and returns the loss (docs/own-training-code.md).
     step: str | None = None
+    #: Your own training loop: ``"package.module:train"``, called with a :class:`pytest_dlperf.loop.Steps`
+    #: handle that your loop (or the Lightning / Hugging Face callback) marks at each optimizer step
+    #: (docs/own-training-code.md); the harness times the marked steps.
+    loop: str | None = None
     #: Your own model for the core's own loop: ``"package.module:make_model"``, called with this scenario,
     #: returning an ``nn.Module`` that maps (batch, 3, image_size, image_size) images to num_classes logits.
     model_factory: str | None = None
@@ -116,6 +121,10 @@ class Scenario:
     measure: str = "time"
 
     def __post_init__(self) -> None:
+        for name in ("step", "loop", "model_factory"):  # a function object becomes the name the child imports
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                object.__setattr__(self, name, entry_of(name, value))
         _choice("framework", self.framework, FRAMEWORKS)
         _choice("precision", self.precision, PRECISIONS)
         _choice("device", self.device, DEVICES)
@@ -163,7 +172,7 @@ class Scenario:
     @property
     def user_code(self) -> bool:
         """Whether the child runs your code (``step`` or ``model_factory``): its name is the default label."""
-        return bool(self.step or self.model_factory)
+        return bool(self.step or self.loop or self.model_factory)
 
     @property
     def compiled(self) -> bool:
@@ -209,9 +218,10 @@ class Scenario:
         return cls(**dict(data))
 
     def describe(self) -> str:
-        if self.step:
+        if self.step or self.loop:
+            code = f"step {self.step}" if self.step else f"loop {self.loop}"
             return (
-                f"{self.framework}/{self.model} (step {self.step}) {self.precision}{self._compilation_text()} on "
+                f"{self.framework}/{self.model} ({code}) {self.precision}{self._compilation_text()} on "
                 f"{self.device}, batch {self.batch_size}, {self.rounds}x{self.steps_per_round} steps after "
                 f"{self.warmup_steps} warm-up{self._measure_text()}"
             )
@@ -268,13 +278,41 @@ _NAME = re.compile(r"^[A-Za-z0-9_][\w.\-]*$")
 STEP_FRAMEWORKS = ("torch", "tensorflow", "mxnet")
 
 
+_EXAMPLES = {"step": "my_model:make_step", "loop": "my_training:train", "model_factory": "my_model:make_model"}
+
+
+def entry_of(setting: str, value: Any) -> str:
+    """A module-level function of an importable module as the ``"module:function"`` the child imports.
+
+    The training runs in a child process, which imports the function by name: a lambda, a nested
+    function or a function of ``__main__`` has no such name, and is refused with the fix.
+    """
+    example = _EXAMPLES.get(setting, "my_model:make_step")
+    module = getattr(value, "__module__", None)
+    qualname = getattr(value, "__qualname__", None)
+    if not callable(value) or not isinstance(module, str) or not isinstance(qualname, str):
+        return value  # type: ignore[no-any-return, unused-ignore]  # parse_entry says what is wrong with it
+    why = ("a lambda" if "<lambda>" in qualname else "a function defined inside another function"
+           if "<locals>" in qualname else "a function of the script run as __main__" if module == "__main__"
+           else None)
+    if why is None:
+        imported = sys.modules.get(module)
+        target: Any = imported
+        for part in qualname.split("."):
+            target = getattr(target, part, None)
+        if target is not value:
+            why = f"not found as {module}.{qualname} (decorated or replaced under that name)"
+    if why is not None:
+        raise ScenarioError(
+            f"{setting}={value!r} is {why}: the training runs in a child process, which imports the function "
+            f"by name; define it at the top level of a module and pass it (or its name, e.g. "
+            f"{setting}={example!r})")
+    return f"{module}:{qualname}"
+
+
 def parse_entry(setting: str, value: Any) -> tuple[str, str]:
     """``"pkg.mod:make_step"`` -> ("pkg.mod", "make_step"), or a ScenarioError that shows the fix."""
-    example = "my_model:make_step" if setting == "step" else "my_model:make_model"
-    if callable(value):
-        raise ScenarioError(
-            f"{setting}= takes a string 'package.module:function', not the object {value!r}: the training "
-            f"runs in a child process, which imports it by name; e.g. {setting}={example!r}")
+    example = _EXAMPLES.get(setting, "my_model:make_step")
     if not isinstance(value, str) or not _ENTRY.match(value):
         raise ScenarioError(
             f"{setting}={value!r} is not 'package.module:function'; e.g. {setting}={example!r} for the "
@@ -284,6 +322,19 @@ def parse_entry(setting: str, value: Any) -> tuple[str, str]:
 
 
 def _check_user_code(s: Scenario) -> None:
+    if s.loop is not None:
+        parse_entry("loop", s.loop)
+        if s.framework != "torch":
+            raise ScenarioError(f"loop= is supported for torch; not yet for {s.framework}")
+        if s.step is not None or s.model_factory is not None:
+            raise ScenarioError("give one of loop= (your training loop, marking its steps), step= (one training "
+                                "step) or model_factory= (your model in the core's loop)")
+        if s.data != "synthetic":
+            raise ScenarioError(f"data={s.data!r} is read by the built-in loops; with loop= your loop reads "
+                                "its own data (pass the folder in model_config)")
+        if s.measure == "instructions":
+            raise ScenarioError("measure='instructions' counts a step= the harness calls; a loop= runs its own "
+                                "steps, so give it measure='time'")
     if s.step is not None:
         parse_entry("step", s.step)
         if s.framework not in STEP_FRAMEWORKS:
@@ -294,7 +345,7 @@ def _check_user_code(s: Scenario) -> None:
         if s.data != "synthetic":
             raise ScenarioError(f"data={s.data!r} is read by the built-in loops; with step= your step reads "
                                 "its own data (pass the folder in model_config)")
-    if s.step is not None or s.model_factory is not None:
+    if s.user_code:
         if not isinstance(s.model, str) or not _NAME.match(s.model):
             raise ScenarioError(f"the workload name {s.model!r} keys the baselines: use letters, digits, "
                                 "'_', '-' and '.', e.g. 'my_mlp'")

@@ -24,34 +24,16 @@ from typing import Any, Iterator, Sequence
 import torch
 import torchvision
 
-from pytest_dlperf.child.environment import loaded_openmp_runtime
 from pytest_dlperf.scenario import Scenario, ScenarioError
 from pytest_dlperf.child.synthetic import batches as synthetic_batches
 from pytest_dlperf.child.measure import measure
 from pytest_dlperf.child import usercode
+from pytest_dlperf.child.cores.torch_base import (  # noqa: F401  # CudaStepTimer: also imported from here
+    CompileReport, CudaStepTimer, apply_threads, base_environment, check_device)
 from pytest_dlperf.child.loaders import accuracy_metrics, evaluate_real_data, torch_loader
 
 #: Distinct synthetic batches cycled through (enough to defeat caching, small on the device).
 SYNTHETIC_POOL = 4
-
-
-class CudaStepTimer:
-    """Per-step device time from CUDA events, read once per round (no per-step sync)."""
-
-    def __init__(self) -> None:
-        self._events: list[torch.cuda.Event] = []
-
-    def start_round(self) -> None:
-        self._events = [torch.cuda.Event(enable_timing=True)]
-        self._events[0].record()
-
-    def mark(self) -> None:
-        event = torch.cuda.Event(enable_timing=True)
-        event.record()
-        self._events.append(event)
-
-    def step_seconds(self) -> list[float]:
-        return [a.elapsed_time(b) / 1000.0 for a, b in zip(self._events, self._events[1:])]
 
 
 def configure_precision(scenario: Scenario) -> None:
@@ -91,7 +73,7 @@ def _user_model(scenario: Scenario) -> torch.nn.Module:
     return model
 
 
-class TorchTrainingLoop:
+class TorchTrainingLoop(CompileReport):
     """One training step: autocast, the scenario's loss scaling, SGD.
 
     ``model`` and ``criterion`` (``criterion(logits, labels) -> scalar``) can be given instead
@@ -199,40 +181,6 @@ class TorchTrainingLoop:
             self.optimizer.step()
         return loss.detach()
 
-    def compile_events(self) -> dict[str, list[str]] | None:
-        """Graph breaks and recompilations torch.compile reported in this process, each with its reason.
-
-        Graph breaks: ``torch._dynamo.utils.counters["graph_break"]`` (reason -> times hit while
-        compiling); recompilations: the compilation metrics that carry a ``recompile_reason``
-        (a guard failed, e.g. a new shape). None when eager.
-        """
-        if not self.compiles:
-            return None
-        from torch._dynamo.utils import counters, get_compilation_metrics
-
-        breaks = [reason.splitlines()[0] if reason else "graph break"
-                  for reason, times in counters["graph_break"].items() for _ in range(times)]
-        recompiles = [f"{m.co_name}: {m.recompile_reason}" for m in get_compilation_metrics() if m.recompile_reason]
-        return {"graph_breaks": breaks, "recompilations": recompiles}
-
-    def compile_cache(self) -> str | None:
-        """'cold' when inductor compiled everything (no FX-graph or AOTAutograd cache hit), else 'warm'."""
-        if not self.compiles:
-            return None
-        from torch._dynamo.utils import counters
-
-        hits = counters["inductor"]["fxgraph_cache_hit"] + counters["aot_autograd"]["autograd_cache_hit"]
-        return "warm" if hits else "cold"
-
-    def compile_notes(self) -> dict[str, Any]:
-        """Why CUDA graphs were skipped, if they were (inductor falls back to plain kernels silently)."""
-        if not self.compiles:
-            return {}
-        from torch._dynamo.utils import get_compilation_metrics
-
-        skips = sorted({m.cudagraph_skip_reason for m in get_compilation_metrics() if m.cudagraph_skip_reason})
-        return {"torch_compile_mode": self.scenario.torch_compile_mode, "cudagraph_skip_reasons": skips}
-
     def sync(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize()
@@ -269,37 +217,10 @@ class TorchTrainingLoop:
             self.model.train()
 
 
-def apply_threads(scenario: Scenario) -> None:
-    if scenario.intra_op_threads:
-        torch.set_num_threads(scenario.intra_op_threads)
-    if scenario.inter_op_threads:
-        torch.set_num_interop_threads(scenario.inter_op_threads)
-
-
 def environment(scenario: Scenario) -> dict[str, Any]:
-    env: dict[str, Any] = {
-        "framework": "torch",
-        "framework_version": torch.__version__,
-        "torchvision_version": torchvision.__version__,
-        "intra_op_threads": torch.get_num_threads(),
-        "inter_op_threads": torch.get_num_interop_threads(),
-        "mkldnn": torch.backends.mkldnn.is_available(),
-        "allow_tf32": torch.backends.cuda.matmul.allow_tf32,
-        "cudnn_benchmark": torch.backends.cudnn.benchmark,
-        "channels_last": scenario.uses_channels_last,
-        "torch_compile_mode": scenario.torch_compile_mode,
-        "openmp_runtime": loaded_openmp_runtime(),
-    }
-    if scenario.device == "cuda":
-        props = torch.cuda.get_device_properties(0)
-        env.update(
-            cuda_version=torch.version.cuda,
-            cudnn_version=torch.backends.cudnn.version(),
-            gpu_name=props.name,
-            gpu_capability=f"{props.major}.{props.minor}",
-            gpu_memory_bytes=props.total_memory,
-            gpu_count=torch.cuda.device_count(),
-        )
+    env = base_environment(scenario)
+    env["torchvision_version"] = torchvision.__version__
+    env["channels_last"] = scenario.uses_channels_last
     return env
 
 
@@ -307,8 +228,7 @@ def prepare(scenario: Scenario) -> None:
     """What every torch training child sets before it builds: threads, seed, device, precision."""
     apply_threads(scenario)
     torch.manual_seed(scenario.seed)
-    if scenario.device == "cuda" and not torch.cuda.is_available():
-        raise ScenarioError("device='cuda' but torch sees no CUDA device (check the driver and CUDA_VISIBLE_DEVICES)")
+    check_device(scenario)
     configure_precision(scenario)
 
 

@@ -9,6 +9,9 @@ The step goes through :func:`pytest_dlperf.child.measure.measure` as a :class:`T
 excluded, ``torch.cuda.synchronize`` at every timing boundary on CUDA, timed rounds, every loss
 checked for NaN/inf, peak memory. The core does no autocast, compile or seeding of the model for
 you beyond ``torch.manual_seed(scenario.seed)``: read ``scenario.precision``/``compile`` yourself.
+It sets nothing your training would not: torch's TF32, cuDNN and thread defaults stay as they are,
+except the thread counts the scenario names and TF32 for ``precision="tf32"`` (:func:`prepare`), and
+it imports no torchvision.
 A scenario with ``compile`` other than "off" has its first step timed as the compile time.
 """
 
@@ -21,11 +24,12 @@ import torch
 
 from pytest_dlperf.scenario import Scenario
 from pytest_dlperf.child.usercode import UserStep
-from pytest_dlperf.child.cores.torch_core import CudaStepTimer, TorchTrainingLoop, environment, prepare
+from pytest_dlperf.child.cores.torch_base import (CompileReport, CudaStepTimer, apply_threads, base_environment,
+                                                  check_device)
 from pytest_dlperf.child.measure import measure
 
 
-class UserStepLoop:
+class UserStepLoop(CompileReport):
     """A :class:`~pytest_dlperf.child.measure.TrainingLoop` around the callable your ``make_step`` returned."""
 
     def __init__(self, scenario: Scenario):
@@ -65,10 +69,20 @@ class UserStepLoop:
     def peak_device_memory(self) -> int | None:
         return int(torch.cuda.max_memory_allocated()) if self.device.type == "cuda" else None
 
-    # torch.compile's events are process-wide counters: they say the same for your compiled step.
-    compile_events = TorchTrainingLoop.compile_events
-    compile_cache = TorchTrainingLoop.compile_cache
-    compile_notes = TorchTrainingLoop.compile_notes
+
+
+def prepare(scenario: Scenario) -> None:
+    """Only what the scenario asks for: its thread counts, its seed, TF32 where precision is "tf32".
+
+    The built-in cores' switches (TF32 off for fp32, ``cudnn.benchmark`` on) are not applied: your
+    code runs with torch's defaults, or whatever it sets itself, as in your own training.
+    """
+    apply_threads(scenario)
+    torch.manual_seed(scenario.seed)
+    check_device(scenario)
+    if scenario.precision == "tf32":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
 
 
 def build(scenario: Scenario) -> UserStepLoop:
@@ -78,7 +92,7 @@ def build(scenario: Scenario) -> UserStepLoop:
 
 
 def describe(scenario: Scenario, loop: UserStepLoop) -> dict[str, Any]:
-    env = environment(scenario)
+    env = base_environment(scenario)
     env["channels_last"] = None  # the core does not choose your memory format
     return env
 
