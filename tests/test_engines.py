@@ -108,6 +108,17 @@ def test_grid_engine_starts_a_command_through_the_host_s_execd_not_ssh(hosts):
     print(f"Grid Engine cell up in {hosts.bring_up['sge']:.1f} s (sshds {hosts.bring_up['ssh']:.1f} s)")
 
 
+def test_a_missing_grid_engine_is_skipped_with_the_preseeded_install_command(monkeypatch):
+    monkeypatch.setattr(engines, "netns_unavailable", lambda: None)
+    monkeypatch.setattr(engines.shutil, "which", lambda tool: None if "sge" in tool or tool.startswith("q") else tool)
+    reason = engines.unavailable_reason("sge")
+    assert reason.startswith("the sge engine needs '/usr/sbin/sge_qmaster': printf "), reason
+    assert "'gridengine-common shared/gridenginemaster string head'" in reason, reason
+    assert "| debconf-set-selections && apt-get install" in reason, reason
+    assert reason.endswith("apt-get install --no-install-recommends openssh-server openssh-client gridengine-master "
+                           "gridengine-exec gridengine-client (.ci/run installs it)"), reason
+
+
 @pytest.mark.skipif(SGE_REASON is not None, reason=SGE_REASON or "")
 def test_a_grid_engine_cell_leaves_nothing_behind():
     """The cell's daemons, its SGE_ROOT and the namespaces' hosts files all go with the hosts."""
@@ -194,13 +205,16 @@ def test_a_host_that_dies_mid_job_is_named_at_once(hosts, tmp_path, engine):
 
 
 @needs_ssh
-def test_a_terminated_run_removes_its_hosts():
-    """A SIGTERM (CI's timeout) must not leave sshds and namespaces behind: it becomes a clean exit."""
+@pytest.mark.parametrize("sge", [False, pytest.param(True, marks=pytest.mark.skipif(
+    SGE_REASON is not None, reason=SGE_REASON or ""))])
+def test_a_terminated_run_removes_its_hosts(sge):
+    """A SIGTERM (CI's timeout) must not leave daemons, namespaces or hosts files behind: it becomes a clean exit."""
+    import os
     import signal
     import subprocess
 
     script = ("import time\nfrom pytest_dlperf.processes.distributed import engines\n"
-              "with engines.EngineHosts(2) as e:\n"
+              f"with engines.EngineHosts(2, sge={sge}) as e:\n"
               "    print(e.cluster.token, flush=True)\n    time.sleep(120)\n")
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     token = proc.stdout.readline().strip()
@@ -209,6 +223,9 @@ def test_a_terminated_run_removes_its_hosts():
     proc.wait(timeout=30)
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert f"dlp-{token}-" not in listed, listed
+    assert not [n for n in (os.listdir("/etc/netns") if os.path.isdir("/etc/netns") else []) if token in n]
+    left = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert f"dlp-{token}-" not in left, left
 
 
 # ---------------------------------------------------------------- torchrun and the MPI environment (no network)
