@@ -77,7 +77,8 @@ def scenario_for(profile: str, framework: str, model: str, **overrides: Any) -> 
     settings: dict[str, Any] = dict(PROFILE_DEFAULTS[profile])
     sizes = BATCH_SIZES[profile]
     settings["batch_size"] = sizes.get(model, sizes["*"])
-    if framework == "torch" and model == "gpt" and not overrides.get("step") and not overrides.get("model_factory"):
+    if framework == "torch" and model == "gpt" and not overrides.get("step") and not overrides.get("loop") \
+            and not overrides.get("model_factory"):
         settings.update(GPT_DEFAULTS[profile])
         settings["model_config"] = gpt_config({**GPT_SIZES[profile], **overrides.pop("model_config", {})})
     settings.update(overrides)

@@ -37,6 +37,8 @@ STEP_CORES = {
     "tensorflow": "pytest_dlperf.child.cores.tf_step",
     "mxnet": "pytest_dlperf.child.cores.mxnet_step",
 }
+#: The cores that run your own training loop (``Scenario.loop``), timed at the steps it marks.
+LOOP_CORES = {"torch": "pytest_dlperf.child.cores.torch_loop"}
 #: The module each framework is imported as (whether a core imported it before building).
 FRAMEWORK_MODULES = {"torch": "torch", "tensorflow": "tensorflow", "mxnet": "mxnet"}
 #: The built-in GPT-style language model (``model="gpt"``) has its own core.
@@ -78,13 +80,15 @@ def failure_reason(exc: BaseException) -> str:
         return "non-finite loss"
     if type(exc).__name__ == "UserCodeError":
         return "error in your code"
-    if type(exc).__name__ in ("HarnessError", "CodeOriginError"):
+    if type(exc).__name__ in ("HarnessError", "CodeOriginError", "StopTraining"):
         return "error in pytest-dlperf"
     return "training failed"
 
 
 def core_module(scenario: Scenario) -> str:
     """The module whose ``train(scenario, progress)`` runs ``scenario``."""
+    if scenario.loop:
+        return LOOP_CORES[scenario.framework]
     if scenario.step:
         return STEP_CORES[scenario.framework]
     if scenario.model_factory:  # your model in the framework's own loop, whatever its name

@@ -58,7 +58,7 @@ class DlperfRun:
         overrides.setdefault("timeout", options.timeout)
         if options.rounds is not None:
             overrides.setdefault("rounds", options.rounds)
-        if overrides.get("step") is not None or overrides.get("model_factory") is not None:
+        if any(overrides.get(name) is not None for name in ("step", "loop", "model_factory")):
             # your module may sit beside the test file, at the rootdir, in pytest's `pythonpath` folders or
             # in the source folders of your pyproject.toml or editable install: the child imports your
             # project's modules from there before anything installed

@@ -1,0 +1,224 @@
+"""Your own training loop under the harness: ``Scenario.loop`` names ``train(steps)``, which marks each step.
+
+Your function runs your training as you run it (a plain loop, ``Trainer.fit``, ``Trainer.train``) and
+calls ``steps.step(loss, samples=n)`` after each optimizer step, or hands ``steps.lightning()`` /
+``steps.huggingface()`` to the trainer, whose callback does that. The harness is the same
+:func:`~pytest_dlperf.child.measure.measure` that times a ``step=``: the marks are its steps.
+
+How: your loop runs in the main thread (as it would in your training: signal handlers, the
+trainers' checks); ``measure`` runs in a harness thread and asks for one step at a time. A mark
+hands its loss to the harness and waits there until the harness asks for the next step, so the
+work between two marks (the batch fetch, forward, backward, the optimizer, your logging, the
+trainer's callbacks) is the next step's time, and nothing of yours runs while the harness
+synchronises the device, checks the losses or waits for its turn in a paired run. Once ``measure``
+has what it needs, ``steps.done`` is true, marks return at once, and the callbacks stop the trainer.
+"""
+
+from __future__ import annotations
+
+import numbers
+import threading
+from typing import Any, Callable, Sequence
+
+from pytest_dlperf.child.usercode import UserCodeError, call, load
+from pytest_dlperf.scenario import Scenario
+
+
+class StopTraining(BaseException):
+    """Raised from a mark into your loop when the harness failed, so your loop unwinds and the error is ours.
+
+    A BaseException, so a loop's ``except Exception`` (a trainer's error handling) does not swallow it.
+    """
+
+
+class HarnessError(RuntimeError):
+    """The harness's own failure (not your code's)."""
+
+
+class Steps:
+    """The handle your ``train(steps)`` gets: mark each optimizer step with :meth:`step`; stop at :attr:`done`.
+
+    ``scenario``: the scenario (``batch_size``, ``device``, ``precision``, ``model_config``, ...).
+    ``total``: how many steps the harness needs (warm-up and timed rounds); give your trainer
+    at least that many (``max_steps=steps.total``), or loop ``while not steps.done``.
+    ``flops_per_step``: set it to your step's FLOPs to add achieved TFLOP/s; ``unit``: what a sample
+    is ("tokens": throughput in tokens/s; default samples/s).
+    """
+
+    def __init__(self, scenario: Scenario):
+        self.scenario = scenario
+        self.total = scenario.total_steps
+        self.flops_per_step: float | None = None
+        self.unit: str | None = None
+        self.marked = 0
+        self._done = False
+        self._lock = threading.Condition()
+        self._pending: list[tuple[Any, int]] = []  # marks the harness has not taken yet (at most one)
+        self._asked = 0  # steps the harness asked for
+        self._failure: BaseException | None = None  # the harness's error, raised into your loop
+        self._ended: BaseException | str | None = None  # your loop's end: its exception, or "returned"
+        self._default_samples = scenario.batch_size
+
+    @property
+    def done(self) -> bool:
+        """True once the harness has timed every round: end your loop (the callbacks stop the trainers)."""
+        return self._done
+
+    def step(self, loss: Any = None, samples: int | None = None) -> None:
+        """Mark the end of one optimizer step: its ``loss`` (a scalar tensor or a float; None when your
+        loop has none to give) and the ``samples`` it processed (tokens, rows; default the batch size)."""
+        count = self._default_samples if samples is None else samples
+        if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count <= 0:
+            raise UserCodeError(f"steps.step(samples={samples!r}): samples must be a positive integer, what "
+                                "this step processed (its batch size, or its tokens)", "")
+        if hasattr(loss, "detach"):
+            loss = loss.detach()
+            if getattr(loss, "numel", lambda: 1)() != 1:
+                raise UserCodeError(f"steps.step(loss=...) got a tensor of shape {tuple(loss.shape)}; mark the "
+                                    "step's loss, a scalar (e.g. the mean of per-sample losses)", "")
+        elif loss is not None and (isinstance(loss, bool) or not isinstance(loss, numbers.Real)):
+            raise UserCodeError(f"steps.step(loss={loss!r:.80}) must be a scalar tensor, a float or None", "")
+        with self._lock:
+            if self._done:
+                return
+            self.marked += 1
+            self._pending.append((loss, int(count)))
+            self._lock.notify_all()
+            # wait until the harness asks for another step (or has finished, or failed)
+            while not self._done and self._failure is None and self._asked <= self.marked:
+                self._lock.wait()
+            if self._failure is not None:
+                raise StopTraining(str(self._failure))
+
+    # -- the harness's side (its thread) --
+
+    def next_mark(self) -> tuple[Any, int]:
+        """Let your loop run to its next mark and return that mark's (loss, samples)."""
+        with self._lock:
+            self._asked += 1
+            self._lock.notify_all()
+            while not self._pending and self._ended is None:
+                self._lock.wait()
+            if self._pending:
+                return self._pending.pop(0)
+            ended = self._ended
+        if isinstance(ended, BaseException):
+            raise _LoopEnded() from ended
+        raise UserCodeError(
+            f"loop {self.scenario.loop} returned after {self.marked} marked steps; the scenario needs {self.total} "
+            f"({self.scenario.warmup_steps} warm-up, {self.scenario.rounds} rounds of "
+            f"{self.scenario.steps_per_round}): give your trainer max_steps=steps.total (or more data), or loop "
+            "until steps.done, and mark each step with steps.step(loss)", "")
+
+    def finish(self, failure: BaseException | None = None) -> None:
+        with self._lock:
+            self._done = True
+            self._failure = failure
+            self._lock.notify_all()
+
+    def ended(self, how: BaseException | str) -> None:
+        with self._lock:
+            self._ended = how
+            self._lock.notify_all()
+
+    # -- the trainers' callbacks (optional imports) --
+
+    def lightning(self, samples: Callable[[Any], int] | None = None) -> Any:
+        """A Lightning ``Callback`` for ``Trainer(callbacks=[...])``: marks each optimizer step, stops when done.
+
+        ``samples(batch)``: what one batch holds (default: the length of its first tensor).
+        """
+        from pytest_dlperf.child.callbacks import lightning_callback
+
+        return lightning_callback(self, samples)
+
+    def huggingface(self, samples: Callable[[Any], int] | None = None) -> Any:
+        """A Hugging Face ``TrainerCallback`` for ``Trainer(callbacks=[...])``: marks each optimizer step,
+        with the loss of the model's forward pass; stops the training when done.
+
+        ``samples(inputs)``: what one forward's inputs hold (default: the batch size of ``input_ids``,
+        or of the first tensor).
+        """
+        from pytest_dlperf.child.callbacks import huggingface_callback
+
+        return huggingface_callback(self, samples)
+
+
+class _LoopEnded(Exception):
+    """Your loop raised while the harness waited for its next mark (its exception is the cause)."""
+
+
+class MarkedLoop:
+    """A :class:`~pytest_dlperf.child.measure.TrainingLoop` whose steps are your loop's marks.
+
+    ``sync`` and ``to_float`` are the framework's (``torch.cuda.synchronize``, a tensor to float).
+    """
+
+    def __init__(self, steps: Steps, sync: Callable[[], None], synchronous: bool,
+                 peak_device_memory: Callable[[], int | None] = lambda: None):
+        self.steps = steps
+        self.samples_per_step = steps.scenario.batch_size
+        self.synchronous = synchronous
+        self._sync = sync
+        self._peak = peak_device_memory
+        self.round_samples: list[int] = []
+
+    @property
+    def flops_per_step(self) -> float | None:
+        return self.steps.flops_per_step
+
+    def step(self) -> Any:
+        loss, samples = self.steps.next_mark()
+        self.round_samples.append(samples)
+        return loss
+
+    def sync(self) -> None:
+        self._sync()
+        if self.round_samples:  # measure() reads samples_per_step after a round's closing sync: its mean
+            self.samples_per_step = sum(self.round_samples) / len(self.round_samples)  # type: ignore[assignment]
+            self.round_samples = []
+
+    def losses_to_floats(self, handles: Sequence[Any]) -> list[float]:
+        """The marked losses as floats (a mark without a loss has none to check)."""
+        return [float(h) for h in handles if h is not None]
+
+    def peak_device_memory(self) -> int | None:
+        return self._peak()
+
+
+def run(scenario: Scenario, loop: MarkedLoop, measure: Callable[[], Any]) -> Any:
+    """Your ``train(steps)`` in this thread, ``measure()`` in a harness thread; ``measure``'s result."""
+    steps = loop.steps
+    train = load("loop", scenario.loop or "", scenario.import_path)
+    outcome: dict[str, Any] = {}
+
+    def harness() -> None:
+        try:
+            outcome["result"] = measure()
+        except BaseException as exc:  # noqa: BLE001  # carried to the main thread, raised there
+            outcome["error"] = exc
+        finally:
+            steps.finish(outcome.get("error"))
+
+    thread = threading.Thread(target=harness, name="dlperf-harness", daemon=True)
+    thread.start()
+    try:
+        call(f"loop {scenario.loop}", train, steps)
+    except StopTraining:
+        pass  # the harness failed and unwound your loop: its error is raised below
+    except BaseException as exc:
+        steps.ended(exc)
+        thread.join()
+        raise
+    else:
+        steps.ended("returned")
+    thread.join()
+    if "error" in outcome:
+        error = outcome["error"]
+        if isinstance(error, _LoopEnded):
+            raise error.__cause__ or HarnessError("your loop ended")
+        raise error
+    if "result" not in outcome:
+        raise HarnessError("the harness thread ended without a result")
+    return outcome["result"]
+

@@ -1,0 +1,236 @@
+"""Your own training loop under test: ``dlperf.scenario("torch", name, loop="module:train")`` (pytester).
+
+Your ``train(steps)`` runs the training as you run it and marks each optimizer step with
+``steps.step(loss, samples=n)`` (or hands ``steps.lightning()`` / ``steps.huggingface()`` to the
+trainer); the harness times the marks as it times a ``step=``. The trainers' tests run the real
+libraries on the CPU with tiny models, and skip where the library is not installed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from pytest_dlperf.reports.junit import read_reports
+from pytest_dlperf.scenario import Scenario, ScenarioError
+
+TORCH = pytest.mark.framework("torch")
+
+PLAIN_LOOP = """
+import time
+import torch
+
+def make(scenario):
+    torch.manual_seed(scenario.seed)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    x = torch.randn(256, 16)
+    y = (x[:, 0] > 0).long() + 2 * (x[:, 1] > 0).long()
+    return model, torch.optim.SGD(model.parameters(), lr=0.2), x, y
+
+def train(steps):
+    model, optimizer, x, y = make(steps.scenario)
+    b = steps.scenario.batch_size
+    i = 0
+    while not steps.done:
+        xb, yb = x[i % 256:i % 256 + b], y[i % 256:i % 256 + b]
+        i += b
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(xb), yb)
+        loss.backward()
+        optimizer.step()
+        steps.step(loss, samples=3 * len(xb))  # say, 3 rows a sample
+
+def slow(steps):
+    def slowed(loss, samples=None, mark=steps.step):
+        time.sleep(0.01)
+        mark(loss, samples)
+    steps.step = slowed
+    train(steps)
+
+def short(steps):
+    for _ in range(3):
+        steps.step(1.0)
+
+def diverges(steps):
+    while not steps.done:
+        steps.step(float("nan"))
+
+def raises(steps):
+    steps.step(1.0)
+    raise ValueError("my loop broke at step 2")
+"""
+
+PLAIN_TESTS = """
+import pytest
+
+SHAPE = dict(batch_size=8, warmup_steps=2, rounds=3, steps_per_round=5)
+
+def test_mine(dlperf):
+    run = dlperf.run(dlperf.scenario("torch", "my_loop", loop="my_loop:train", **SHAPE))
+    dlperf.check(run)
+    assert run.loss_fell()
+    assert len(run.losses) == 17 and run.details["user_loop"]["marked_steps"] == 17
+    seconds = run.details["round_seconds"]
+    assert run.throughput.samples == pytest.approx([5 * 24 / t for t in seconds], rel=1e-9)
+
+def test_short(dlperf):
+    dlperf.run(dlperf.scenario("torch", "short", loop="my_loop:short", **SHAPE))
+
+def test_diverges(dlperf):
+    dlperf.run(dlperf.scenario("torch", "diverges", loop="my_loop:diverges", **SHAPE))
+
+def test_raises(dlperf):
+    dlperf.run(dlperf.scenario("torch", "raises", loop="my_loop:raises", **SHAPE))
+"""
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+
+
+def project(pytester: pytest.Pytester, test: str, **modules: str) -> None:
+    folder = pytester.mkpydir("proj")
+    (folder / "__init__.py").unlink()
+    (folder / "test_mine.py").write_text(test)
+    for name, text in modules.items():
+        (folder / f"{name}.py").write_text(text)
+
+
+@TORCH
+def test_a_plain_loop_is_timed_at_its_marks_and_its_errors_are_its_own(pytester: pytest.Pytester) -> None:
+    project(pytester, PLAIN_TESTS, my_loop=PLAIN_LOOP)
+    result = run(pytester, "proj", "--junitxml=report.xml")
+    result.assert_outcomes(passed=1, failed=3)
+    result.stdout.fnmatch_lines_random([
+        "*training torch/my_loop (loop my_loop:train) fp32 on cpu, batch 8, 3x5 steps after 2 warm-up*",
+        "*loop my_loop:short returned after 3 marked steps; the scenario needs 17 (2 warm-up, 3 rounds of 5): "
+        "give your trainer max_steps=steps.total*",
+        "*non-finite loss*loss became nan at step 0*",
+        "*error in your code*loop my_loop:raises raised ValueError: my loop broke at step 2*",
+    ])
+    reports = {t.test: t for t in read_reports([pytester.path / "report.xml"])}
+    figures = {m.metric: m for m in reports["proj/test_mine.py::test_mine"].metrics if m.label == "my_loop"}
+    assert figures["throughput"].unit == "samples/s" and len(figures["throughput"].samples) == 3
+    assert figures["step_time"].value > 0 and figures["peak_host_memory"].value > 0
+
+
+PAIRED_TEST = """
+def test_paired(dlperf):
+    shape = dict(batch_size=8, warmup_steps=2, rounds=4, steps_per_round=5)
+    paired = dlperf.run_paired(dlperf.scenario("torch", "fast", loop="my_loop:train", **shape),
+                               dlperf.scenario("torch", "slow", loop="my_loop:slow", **shape))
+    ratio = paired.ratio("slow")
+    print("RATIO", ratio.describe())
+    assert ratio.estimate < 0.9, ratio.describe()
+"""
+
+
+@pytest.mark.slow
+@TORCH
+def test_two_loops_run_in_paired_processes_and_a_slower_one_shows(pytester: pytest.Pytester) -> None:
+    """Paced children wait for their turn inside a mark: your loop idles while the other side takes its round."""
+    project(pytester, PAIRED_TEST, my_loop=PLAIN_LOOP)
+    result = run(pytester, "proj", "-s")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["RATIO *"])
+
+
+LIGHTNING_LOOP = """
+import torch
+import pytorch_lightning as pl
+
+class Tiny(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return torch.nn.functional.cross_entropy(self.net(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+def train(steps):
+    torch.manual_seed(steps.scenario.seed)
+    x = torch.randn(1024, 16)
+    y = (x[:, 0] > 0).long()
+    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=steps.scenario.batch_size)
+    trainer = pl.Trainer(max_steps=10 * steps.total, accelerator="cpu", logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False, accumulate_grad_batches=2,
+                         callbacks=[steps.lightning()])
+    trainer.fit(Tiny(), data)
+    assert trainer.global_step == steps.total, trainer.global_step  # stopped by the callback, not max_steps
+"""
+
+TRAINER_TEST = """
+import pytest
+
+def test_mine(dlperf):
+    run = dlperf.run(dlperf.scenario("torch", "mine", loop="my_trainer:train", batch_size=4, warmup_steps=2,
+                                     rounds=2, steps_per_round=3))
+    assert run.details["user_loop"]["marked_steps"] == 8 and len(run.losses) == 8
+    seconds = run.details["round_seconds"]
+    # two accumulated batches of 4 per optimizer step
+    assert run.throughput.samples == pytest.approx([3 * 8 / t for t in seconds], rel=1e-9)
+"""
+
+
+def _needs(*modules: str) -> pytest.MarkDecorator:
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    return pytest.mark.skipif(bool(missing), reason=f"{', '.join(missing)} not installed here (pip install "
+                              f"{' '.join(missing)}): the callback is tested against the real library")
+
+
+@TORCH
+@_needs("pytorch_lightning")
+def test_lightning_trainer_fit_is_timed_in_optimizer_steps(pytester: pytest.Pytester) -> None:
+    project(pytester, TRAINER_TEST, my_trainer=LIGHTNING_LOOP)
+    run(pytester, "proj").assert_outcomes(passed=1)
+
+
+HF_LOOP = """
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+
+def train(steps):
+    torch.manual_seed(steps.scenario.seed)
+    model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=32, vocab_size=64, n_positions=16,
+                                       bos_token_id=0, eos_token_id=0))
+    ids = torch.randint(0, 64, (512, 16))
+    data = [{"input_ids": r, "labels": r} for r in ids]
+    args = TrainingArguments(output_dir="hf_out", per_device_train_batch_size=steps.scenario.batch_size,
+                             gradient_accumulation_steps=2, max_steps=10 * steps.total, report_to=[],
+                             save_strategy="no", logging_strategy="no", use_cpu=True, disable_tqdm=True)
+    trainer = Trainer(model=model, args=args, train_dataset=data, callbacks=[steps.huggingface()])
+    trainer.train()
+    assert trainer.state.global_step == steps.total, trainer.state.global_step  # stopped by the callback
+"""
+
+
+@TORCH
+@_needs("transformers", "accelerate")
+def test_hugging_face_trainer_train_is_timed_in_optimizer_steps(pytester: pytest.Pytester) -> None:
+    project(pytester, TRAINER_TEST, my_trainer=HF_LOOP)
+    run(pytester, "proj").assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize("settings, message", [
+    (dict(loop="m:f", step="m:g"), "give one of loop="),
+    (dict(loop="m:f", framework="tensorflow"), "loop= is supported for torch"),
+    (dict(loop="m:f", data="jpeg", data_dir="/d"), "with loop= your loop reads its own data"),
+    (dict(loop="m f"), "loop='m f' is not 'package.module:function'; e.g. loop='my_training:train'"),
+])
+def test_loop_settings_are_checked_with_the_fix(settings: dict, message: str) -> None:
+    fields = {"framework": "torch", "model": "mine", **settings}
+    with pytest.raises(ScenarioError, match=message.replace("(", r"\(").replace(".", r"\.")):
+        Scenario(**fields)
+
+
+def test_a_loop_scenario_is_named_by_its_workload_and_picks_the_loop_core() -> None:
+    from pytest_dlperf.child.train import core_module
+
+    s = Scenario("torch", "my_loop", loop="pkg.mod:train")
+    assert s.label == "my_loop" and s.user_code and "loop pkg.mod:train" in s.describe()
+    assert core_module(s) == "pytest_dlperf.child.cores.torch_loop"
