@@ -136,6 +136,52 @@ def test_two_loops_run_in_paired_processes_and_a_slower_one_shows(pytester: pyte
     result.stdout.fnmatch_lines(["RATIO *"])
 
 
+DATA_LOOP = """
+import time
+import torch
+
+def collate(delay):
+    def stack(samples):
+        time.sleep(delay)  # a slow transform, in the main process (no workers)
+        return torch.utils.data.default_collate(samples)
+    return stack
+
+def train(steps):
+    torch.manual_seed(steps.scenario.seed)
+    model = torch.nn.Linear(16, 4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(4096, 16), torch.randint(0, 4, (4096,))
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=steps.scenario.batch_size,
+                                         collate_fn=collate(steps.scenario.model_config["delay"]))
+    for xb, yb in steps.batches(loader):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(xb), yb)
+        loss.backward()
+        optimizer.step()
+        steps.step(loss)
+        if steps.done:
+            break
+"""
+
+DATA_TEST = """
+def test_data_wait(dlperf):
+    shape = dict(batch_size=8, warmup_steps=2, rounds=3, steps_per_round=5)
+    fast = dlperf.run(dlperf.scenario("torch", "fast", loop="my_loop:train", model_config={"delay": 0.0}, **shape))
+    slow = dlperf.run(dlperf.scenario("torch", "slow", loop="my_loop:train", model_config={"delay": 0.03}, **shape))
+    waits = fast.metrics["data_wait"], slow.metrics["data_wait"]
+    assert waits[0].unit == "s" and waits[0].direction == "lower" and len(waits[1].samples) == 3
+    assert 0.025 < waits[1].value - waits[0].value < 0.045, waits
+    # throughput keeps its meaning: round wall time, the wait included
+    assert slow.throughput.value < fast.throughput.value
+"""
+
+
+@TORCH
+def test_a_loader_made_slower_raises_data_wait_by_its_delay(pytester: pytest.Pytester) -> None:
+    project(pytester, DATA_TEST, my_loop=DATA_LOOP)
+    run(pytester, "proj").assert_outcomes(passed=1)
+
+
 LIGHTNING_LOOP = """
 import torch
 import pytorch_lightning as pl
@@ -186,7 +232,8 @@ def _needs(*modules: str) -> pytest.MarkDecorator:
 @TORCH
 @_needs("pytorch_lightning")
 def test_lightning_trainer_fit_is_timed_in_optimizer_steps(pytester: pytest.Pytester) -> None:
-    project(pytester, TRAINER_TEST, my_trainer=LIGHTNING_LOOP)
+    test = TRAINER_TEST + '    assert run.metrics["data_wait"].value > 0  # from the batch-start/end hooks\n'
+    project(pytester, test, my_trainer=LIGHTNING_LOOP)
     run(pytester, "proj").assert_outcomes(passed=1)
 
 

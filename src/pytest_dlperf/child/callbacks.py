@@ -8,6 +8,7 @@ gradient accumulation one mark covers every micro-batch since the last, their sa
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any, Callable
 
 from pytest_dlperf.child.loop import Steps
@@ -61,21 +62,26 @@ def lightning_callback(steps: Steps, samples: Callable[[Any], int] | None = None
             super().__init__()
             self.last_step = 0
             self.micro_samples = 0
+            self.batch_ended: float | None = None
 
         def on_train_start(self, trainer: Any, pl_module: Any) -> None:
             self.last_step = trainer.global_step
 
+        def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+            if self.batch_ended is not None:  # the fetch of this batch (and Lightning's hooks around it)
+                steps.waited(time.perf_counter() - self.batch_ended)
+
         def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any,
                                batch_idx: int) -> None:
             self.micro_samples += int(count(batch))
-            if trainer.global_step == self.last_step:
-                return  # a micro-batch of gradient accumulation (or a step the precision plugin skipped)
-            self.last_step = trainer.global_step
-            loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
-            n, self.micro_samples = self.micro_samples, 0
-            steps.step(loss, samples=n)
-            if steps.done:
-                trainer.should_stop = True
+            if trainer.global_step != self.last_step:  # else a micro-batch of gradient accumulation
+                self.last_step = trainer.global_step
+                loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+                n, self.micro_samples = self.micro_samples, 0
+                steps.step(loss, samples=n)
+                if steps.done:
+                    trainer.should_stop = True
+            self.batch_ended = time.perf_counter()  # after the mark, which may have waited for the harness
 
     return DlperfSteps()
 

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import numbers
 import threading
-from typing import Any, Callable, Sequence
+import time
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from pytest_dlperf.child.usercode import UserCodeError, call, load
+from pytest_dlperf.result import LOWER
 from pytest_dlperf.scenario import Scenario
 
 
@@ -53,11 +55,29 @@ class Steps:
         self.marked = 0
         self._done = False
         self._lock = threading.Condition()
-        self._pending: list[tuple[Any, int]] = []  # marks the harness has not taken yet (at most one)
+        self._pending: list[tuple[Any, int, float]] = []  # marks the harness has not taken yet (at most one)
         self._asked = 0  # steps the harness asked for
         self._failure: BaseException | None = None  # the harness's error, raised into your loop
         self._ended: BaseException | str | None = None  # your loop's end: its exception, or "returned"
         self._default_samples = scenario.batch_size
+        self._waited = 0.0  # seconds spent waiting for batches since the last mark
+
+    def batches(self, loader: Iterable[Any]) -> Iterator[Any]:
+        """``loader``'s batches, each one's wait timed: the run reports ``data_wait``, seconds per step
+        spent waiting for the next batch (``for batch in steps.batches(loader): ...``)."""
+        iterator = iter(loader)
+        while True:
+            start = time.perf_counter()
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                return
+            self.waited(time.perf_counter() - start)
+            yield batch
+
+    def waited(self, seconds: float) -> None:
+        """Add ``seconds`` spent waiting for data to the current step (what :meth:`batches` does for you)."""
+        self._waited += seconds
 
     @property
     def done(self) -> bool:
@@ -82,7 +102,8 @@ class Steps:
             if self._done:
                 return
             self.marked += 1
-            self._pending.append((loss, int(count)))
+            self._pending.append((loss, int(count), self._waited))
+            self._waited = 0.0
             self._lock.notify_all()
             # wait until the harness asks for another step (or has finished, or failed)
             while not self._done and self._failure is None and self._asked <= self.marked:
@@ -92,8 +113,8 @@ class Steps:
 
     # -- the harness's side (its thread) --
 
-    def next_mark(self) -> tuple[Any, int]:
-        """Let your loop run to its next mark and return that mark's (loss, samples)."""
+    def next_mark(self) -> tuple[Any, int, float]:
+        """Let your loop run to its next mark and return that mark's (loss, samples, data wait)."""
         with self._lock:
             self._asked += 1
             self._lock.notify_all()
@@ -162,14 +183,18 @@ class MarkedLoop:
         self._sync = sync
         self._peak = peak_device_memory
         self.round_samples: list[int] = []
+        self._round_waits: list[float] = []
+        self._any_wait = False
 
     @property
     def flops_per_step(self) -> float | None:
         return self.steps.flops_per_step
 
     def step(self) -> Any:
-        loss, samples = self.steps.next_mark()
+        loss, samples, waited = self.steps.next_mark()
         self.round_samples.append(samples)
+        self._round_waits.append(waited)
+        self._any_wait = self._any_wait or waited > 0
         return loss
 
     def sync(self) -> None:
@@ -177,6 +202,15 @@ class MarkedLoop:
         if self.round_samples:  # measure() reads samples_per_step after a round's closing sync: its mean
             self.samples_per_step = sum(self.round_samples) / len(self.round_samples)  # type: ignore[assignment]
             self.round_samples = []
+
+    def begin_round(self) -> None:
+        self._round_waits = []
+
+    def round_figures(self) -> dict[str, tuple[float, str, str]]:
+        """``data_wait``: the round's seconds per step spent waiting for batches (where the loop showed them)."""
+        if not self._any_wait or not self._round_waits:
+            return {}
+        return {"data_wait": (sum(self._round_waits) / len(self._round_waits), "s", LOWER)}
 
     def losses_to_floats(self, handles: Sequence[Any]) -> list[float]:
         """The marked losses as floats (a mark without a loss has none to check)."""

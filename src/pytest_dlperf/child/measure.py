@@ -193,6 +193,10 @@ def measure(
     step_seconds: list[float] = []
     event_timer = getattr(loop, "step_timer", None)
     synchronous = bool(getattr(loop, "synchronous", False))
+    # a loop that measures more per round (a marked loop's data wait): begin_round(), then round_figures()
+    begin_round = getattr(loop, "begin_round", None)
+    round_figures = getattr(loop, "round_figures", None)
+    extra: dict[str, tuple[list[float], str, str]] = {}
     phases.enter(phases.WAIT if pacer is not None else phases.MEASURE)
     for r in range(scenario.rounds):
         handles = []
@@ -210,6 +214,8 @@ def measure(
             drain = getattr(loop, "drain_prefetched", None)
             if drain is not None:  # what a loader made while this child idled is not this round's work
                 drain()
+        if begin_round is not None:
+            begin_round()
         start = time.perf_counter()
         for _ in range(scenario.steps_per_round):
             handles.append(loop.step())
@@ -221,6 +227,9 @@ def measure(
         elapsed = time.perf_counter() - start
         round_seconds.append(elapsed)
         round_throughput.append(loop.samples_per_step * scenario.steps_per_round / elapsed)
+        if round_figures is not None:
+            for name, (value, unit, direction) in round_figures().items():
+                extra.setdefault(name, ([], unit, direction))[0].append(value)
         if pacer is not None:
             pacer.report(elapsed, round_throughput[-1])
         if event_timer is not None:
@@ -250,6 +259,8 @@ def measure(
         ),
         "peak_host_memory": metric_from("peak_host_memory", [peak_host_memory_bytes()], "bytes", LOWER),
     }
+    for name, (values, unit, direction) in extra.items():
+        metrics[name] = metric_from(name, values, unit, direction)
     device_peak = _optional(loop, "peak_device_memory")
     if device_peak:
         metrics["peak_device_memory"] = metric_from("peak_device_memory", [device_peak], "bytes", LOWER)
