@@ -116,6 +116,9 @@ def test_two_workers_scale_and_keep_accuracy(dlperf, network, distributed, tmp_p
     check_scaling(dlperf, CLAIM, SEQUENTIAL_CLAIM, network, SCALING["batch_size"], one, two, PAIRS, tmp_path)
 
 
+# Slow tier: its claim is decided by process pairs (about four, two generations, on a quiet 2-core VM), each
+# training every job in full, so it takes more than a quick test's minute whatever its rounds.
+@pytest.mark.slow
 @pytest.mark.distributed(workers=2, launcher="local")
 def test_compute_bound_weak_scaling_with_a_core_per_worker(dlperf, distributed):
     """Seed 002's table (1, 2 and 4 workers: speed per worker and held-out accuracy), fairly: 1 worker
