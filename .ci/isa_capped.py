@@ -3,7 +3,8 @@ vector ISA capped below native bf16 (docs/method.md, "The ISA-capped reruns").
 
     python .ci/isa_capped.py --marker "not gpu and not slow" --junitxml=FILE -- [ARGS given to tox after --]
 
-The arguments given to tox after ``--`` reach this rerun as they reach the first run (``--update-baselines``
+Where the cap would not lower this CPU's level (no native bf16 to cap), no pytest is started: it would
+skip every test it found. The arguments given to tox after ``--`` reach this rerun as they reach the first run (``--update-baselines``
 records the capped figures too), except that pytest keeps only the last ``-m`` and ``-k``: a runner's
 ``-m gpu`` would replace the rerun's own and run GPU tests under CPU caps. So the rerun's marker and
 keyword expressions are ANDed with the given ones (``-m gpu`` then selects nothing here), and the given
@@ -18,6 +19,8 @@ import shutil
 import subprocess
 import sys
 from typing import Sequence
+
+from pytest_dlperf.child.environment import cap_problem
 
 #: oneDNN (torch and TensorFlow read ONEDNN_, MXNet's oneDNN 2 reads DNNL_) and ATen honour these.
 CAPS = {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE", "DNNL_MAX_CPU_ISA": "AVX512_CORE", "ATEN_CPU_CAPABILITY": "avx512"}
@@ -73,6 +76,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--marker", required=True, help="the rerun's own -m expression")
     parser.add_argument("--junitxml", required=True, help="the rerun's own report")
     args = parser.parse_args(own)
+    problem = cap_problem(CAPS)
+    if problem:
+        print(f"ISA-capped rerun not run: {problem}", flush=True)
+        return 0
     cmd = command(args.marker, args.junitxml, given)
     print("ISA-capped rerun:", " ".join(f"{k}={v}" for k, v in CAPS.items()), *cmd, flush=True)
     code = subprocess.call(cmd, env={**os.environ, **CAPS})

@@ -343,11 +343,22 @@ def test_the_isa_capped_rerun_runs_the_cpu_test_capped_and_nothing_under_minus_m
     pytester.mkdir("perf_tests").joinpath("test_cpu_precisions.py").write_text(CAPPED_TEST, encoding="utf-8")
     pytester.makeini("[pytest]\nmarkers =\n    gpu: needs a GPU\n    slow: slow\n")
     monkeypatch.chdir(pytester.path)
+    monkeypatch.setattr(script, "cap_problem", lambda caps: "")  # as on a CPU with native bf16
     own = ["--marker", "not gpu and not slow", "--junitxml", "capped.xml", "--"]
     assert script.main([*own, "-p", "no:dlperf"]) == 0
     assert 'tests="1"' in (pytester.path / "capped.xml").read_text(encoding="utf-8")
     assert script.main([*own, "-p", "no:dlperf", "-m", "gpu", "--junitxml=gpu.xml"]) == 0  # selects nothing
     assert not (pytester.path / "gpu.xml").exists()
+
+
+def test_the_isa_capped_rerun_starts_no_pytest_where_the_cap_lowers_nothing(tmp_path, monkeypatch, capsys):
+    script = ci_script("isa_capped")
+    fake_tool(tmp_path, "pytest", f"touch {tmp_path}/ran\nexit 1\n")
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(script, "cap_problem", lambda caps: "the ISA cap does not lower this CPU's own level (avx2)")
+    assert script.main(["--marker", "not gpu", "--junitxml", str(tmp_path / "capped.xml"), "--"]) == 0
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "capped.xml").exists()
+    assert "ISA-capped rerun not run: the ISA cap does not lower this CPU's own level (avx2)" in capsys.readouterr().out
 
 
 def fake_tool(folder: Path, name: str, script: str) -> None:
