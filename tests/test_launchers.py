@@ -155,13 +155,29 @@ def test_qrsh_gets_one_quoted_command_that_survives_the_remote_shell(tmp_path):
     probe = [sys.executable, "-c", "import json, os, sys; print(json.dumps([sys.argv[1:], os.environ['TF_CONFIG']]))",
              "a b", "$(touch pwned)", "'; touch pwned2; '"]
     argv = sge.argv(1, probe, ENV)
-    assert argv[:-1] == ["env", "SGE_CELL=default", "qrsh", "-now", "yes", "-l", "hostname=h1"]
+    assert argv[:3] == [sys.executable, "-c", launchers.QRSH_STATUS]  # qrsh's exit status is not the command's
+    assert argv[3:-1] == ["env", "SGE_CELL=default", "qrsh", "-now", "yes", "-l", "hostname=h1"]
     assert sge.argv(0, ["true"], {})[-2] == "hostname=10.0.0.1"  # no node name given: the address
     assert "SECRET_TOKEN" not in argv[-1] and "DLPERF_JOB=j-1" in argv[-1]
-    out = subprocess.run(["bash", "-c", argv[-1]], capture_output=True, text=True, cwd=tmp_path, check=True).stdout
-    args, tf_config = json.loads(out)
+    # a stand-in for qrsh: the remote shell runs the last word, as sge_execd's does
+    work = tmp_path / "work"
+    work.mkdir()
+    fake = tmp_path / "qrsh"
+    fake.write_text('#!/bin/bash\nexec bash -c "${@: -1}"\n', encoding="utf-8")
+    fake.chmod(0o755)
+    sge.qrsh = str(fake)
+    done = subprocess.run(sge.argv(1, probe, ENV)[:3] + sge.argv(1, probe, ENV)[5:], capture_output=True,
+                          text=True, cwd=work)
+    assert done.returncode == 0, done.stderr
+    args, tf_config = json.loads(done.stdout)  # the status line kept back
     assert args == probe[3:] and tf_config == TF_CONFIG
-    assert not list(tmp_path.iterdir()), "the shell executed part of an argument"
+    assert not list(work.iterdir()), "the shell executed part of an argument"
+    failed = subprocess.run(sge.argv(0, ["sh", "-c", "printf unended; exit 17"], {})[:3] + [str(fake), "true",
+                            sge.argv(0, ["sh", "-c", "printf unended; exit 17"], {})[-1]],
+                            capture_output=True, text=True)
+    assert (failed.returncode, failed.stdout) == (17, "unended"), failed
+    lost = subprocess.run(sge.argv(0, ["true"], {})[:3] + ["true"], capture_output=True, text=True)
+    assert lost.returncode == 255 and "without the command's exit status" in lost.stderr, lost  # qrsh said 0
 
 
 def test_bad_environment_names_are_refused():

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 import shlex
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Protocol, Sequence
@@ -301,6 +302,31 @@ class SlurmLauncher(_HostfileSlots):
         return None if shutil.which(self.srun) else f"the slurm launcher needs {self.srun!r} inside a Slurm allocation"
 
 
+#: The last line the remote shell prints under qrsh: the command's own exit status. qrsh itself exits 0
+#: when its connection to the host breaks (the host died: "commlib error: got read error"), and a
+#: qrsh to a lost host may exit 0 without running anything, so its status alone cannot be trusted.
+QRSH_EXIT = "[dlperf-qrsh] exit "
+#: Runs here around qrsh, in the job's process group: forwards qrsh's output line by line, keeps the
+#: status line back, exits with that status, or 255 (as ssh does on a lost connection) without it.
+QRSH_STATUS = f"""
+import subprocess, sys
+mark = {QRSH_EXIT.encode()!r}
+proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE)
+status = None
+for line in iter(proc.stdout.readline, b""):
+    head, found, tail = line.rpartition(mark)  # after the command's last line, or after its unended one
+    if found and tail.strip().isdigit():
+        status, line = int(tail), head
+    sys.stdout.buffer.write(line)
+    sys.stdout.buffer.flush()
+code = proc.wait()
+if status is None:
+    sys.stderr.write(f"qrsh ended (exit {{code}}) without the command's exit status: the host was lost\\n")
+    sys.exit(255)
+sys.exit(status)
+"""
+
+
 @dataclass
 class GridEngineLauncher(_HostfileSlots):
     """One ``qrsh -now yes -l hostname=H 'env K=V ... python ...'`` per launch: a Grid Engine job of its own.
@@ -310,7 +336,9 @@ class GridEngineLauncher(_HostfileSlots):
     filesystem to collect a ``qsub`` job's output files from. ``-now yes``: a job that cannot start at
     once (its host lost) fails instead of queueing. qrsh joins its words and hands them to the remote
     shell, so the command is one ``shlex``-quoted string, as for ssh. Killing the local qrsh (the
-    job's process group) ends the remote job.
+    job's process group) ends the remote job. qrsh's own exit status is not the command's when the
+    host is lost (it exits 0), so the remote shell prints the command's status last and a small
+    wrapper here (:data:`QRSH_STATUS`) exits with it, or with 255 where it never came.
     """
 
     hosts: Sequence[Host]
@@ -331,8 +359,9 @@ class GridEngineLauncher(_HostfileSlots):
     def argv(self, slot: int, command: Sequence[str], env: Mapping[str, str]) -> list[str]:
         host = slot_hosts(self.hosts, slot + 1)[slot]
         node = (self.nodes or {}).get(host.address, host.address)
-        return [*self.prefix, self.qrsh, *self.qrsh_options, "-now", "yes", "-l", f"hostname={node}",
-                shlex.join(["env", *_env_words(forwarded(env)), *command])]
+        remote = f"{shlex.join(['env', *_env_words(forwarded(env)), *command])}; echo \"{QRSH_EXIT}$?\""
+        return [sys.executable, "-c", QRSH_STATUS, *self.prefix, self.qrsh, *self.qrsh_options,
+                "-now", "yes", "-l", f"hostname={node}", remote]
 
     def missing(self) -> str | None:
         if shutil.which(self.qrsh):
