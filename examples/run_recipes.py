@@ -1,0 +1,140 @@
+"""The recipes of docs/own-training-code.md, run as their users run them (examples/recipes): a plain PyTorch loop,
+a LightningModule with ``Trainer.fit``, a Hugging Face model with ``Trainer.train``.
+
+Each recipe is copied into a temporary git repository (the project as its user has it, one commit) and goes
+through what docs/own-training-code.md tells its user to do, with this interpreter (which has torch, the
+trainers and pytest-dlperf):
+
+1. record: ``pytest --update-baselines`` writes ``baselines/<hardware-key>.json``;
+2. judge: ``pytest`` holds the run against that baseline (a wide tolerance: one recorded run on a shared CPU);
+3. A/A: ``pytest --dlperf-reference-rev=HEAD``, nothing changed: passes;
+4. slowed: the working tree made slower (``SLOWDOWN`` seconds of extra work per step, uncommitted) against
+   HEAD: fails as "A/B slower".
+
+Tiny models and few rounds, so the whole run stays within minutes on a 2-core CPU. Usage:
+``python examples/run_recipes.py [RECIPE ...]``; ``KEEP=1`` keeps the temporary folder. A recipe whose trainer is
+not installed fails (install pytorch-lightning, transformers and accelerate), never skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent / "recipes"
+#: recipe -> (the module that holds SLOWDOWN, the workload name, the slowdown per step in seconds)
+RECIPES = {
+    "plain": ("train_loop.py", "plain_mlp", 0.02),
+    "lightning": ("lit_model.py", "lit_mlp", 0.02),
+    "huggingface": ("hf_model.py", "hf_gpt2", 0.03),
+}
+
+
+class Failed(Exception):
+    pass
+
+
+def run(command: list[str], cwd: Path, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False, **kwargs)  # type: ignore
+
+
+def git(repo: Path, *args: str) -> None:
+    done = run(["git", "-c", "user.name=dev", "-c", "user.email=dev@example.com", *args], repo)
+    if done.returncode:
+        raise Failed(f"git {' '.join(args)}: {done.stdout}{done.stderr}")
+
+
+def slow(module: Path, seconds: float) -> None:
+    text = re.sub(r"^SLOWDOWN = .*$", f"SLOWDOWN = {seconds}", module.read_text(encoding="utf-8"), flags=re.M)
+    module.write_text(text, encoding="utf-8")
+
+
+def pytest(project: Path, report: Path, *options: str) -> tuple[int, str, dict[str, str]]:
+    """``pytest OPTIONS`` in the project as its user runs it: exit code, output, the dlperf properties."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("DLPERF_")}
+    environ.update(OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")
+    done = run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--junitxml={report}", *options],
+               project, env=environ)
+    properties = {}
+    if report.exists():
+        for prop in ET.parse(report).iter("property"):
+            name = prop.get("name", "")
+            if "::dlperf." in name:
+                properties[name.rsplit(".", 1)[-1]] = prop.get("value", "")
+    return done.returncode, done.stdout + done.stderr, properties
+
+
+def check_recipe(recipe: str, work: Path) -> list[str]:
+    module_name, workload, slowdown = RECIPES[recipe]
+    project = work / recipe
+    shutil.copytree(HERE / recipe, project)
+    (project / ".gitignore").write_text("__pycache__/\nhf_out/\nlightning_logs/\n", encoding="utf-8")
+    git(project, "init", "-q")
+    git(project, "add", ".")
+    git(project, "commit", "-q", "-m", f"The {recipe} recipe")
+    lines = []
+
+    def case(name: str, want_code: int, *options: str) -> tuple[str, dict[str, str]]:
+        started = time.monotonic()
+        code, output, props = pytest(project, work / f"{recipe}-{name.replace('/', '')}.xml", *options)
+        if code != want_code:
+            raise Failed(f"{recipe} {name}: exit {code}, expected {want_code}\n{output}")
+        lines.append(f"{recipe:12} {name:8} exit {code}  {props.get('ab_ratio', '-'):>6}  "
+                     f"{props.get('ab_verdict', '-'):12} {time.monotonic() - started:5.1f} s")
+        return output, props
+
+    case("record", 0, "--update-baselines")
+    if not list((project / "baselines").glob("*.json")):
+        raise Failed(f"{recipe} record: no baselines/<hardware-key>.json written")
+    output, _ = case("judge", 0, "--dlperf-tolerance=0.6")
+    expect(output, f"{workload}", f"{recipe} judge")
+    expect(output, "compared with baselines. 0 regressions.", f"{recipe} judge")
+    case("A/A", 0, "--dlperf-reference-rev=HEAD", "--dlperf-max-generations=1")
+    slow(project / module_name, slowdown)
+    output, props = case("slowed", 1, "--dlperf-reference-rev=HEAD")
+    expect(output, f"A/B slower: {workload} throughput candidate/reference 0.", f"{recipe} slowed working tree")
+    return lines
+
+
+def expect(text: str, wanted: str, what: str) -> None:
+    if wanted not in text:
+        raise Failed(f"{what}: expected {wanted!r} in:\n{text}")
+
+
+def main(argv: list[str]) -> int:
+    recipes = argv or list(RECIPES)
+    unknown = sorted(set(recipes) - set(RECIPES))
+    if unknown:
+        print(f"unknown recipe(s) {unknown}; known: {', '.join(RECIPES)}", file=sys.stderr)
+        return 2
+    work = Path(tempfile.mkdtemp(prefix="dlperf-recipes-"))
+    results = []
+    started = time.monotonic()
+    try:
+        for recipe in recipes:
+            print(f"=== {recipe}", flush=True)
+            lines = check_recipe(recipe, work)
+            print("\n".join(lines), flush=True)
+            results += lines
+    except Failed as exc:
+        print(f"\nFAILED: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if os.environ.get("KEEP") != "1":
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print(f"kept {work}")
+    print(f"\nevery recipe: recorded, judged, A/A passed, a slowed working tree failed "
+          f"({time.monotonic() - started:.0f} s)\n" + "\n".join(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
