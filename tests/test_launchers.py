@@ -279,3 +279,12 @@ def test_one_mpirun_starts_the_world_with_tagged_output():
     wrapped = launchers.MpiLauncher([Host("10.0.0.1"), Host("10.0.0.2")])
     with pytest.raises(ValueError, match="give each host as many slots= as ranks it runs"):
         wrapped.world_argv([0, 1, 2], COMMAND, ENV)  # ranks 0 and 2 on one host: mpirun would put 0 and 1 there
+
+
+def test_the_marker_takes_every_launcher_there_is():
+    """plugin/markers.py keeps its own list (validating markers must not import the distributed package at
+    start-up), so it is held to the launchers' own."""
+    from pytest_dlperf.plugin import markers
+    from pytest_dlperf.processes.distributed import launchers
+
+    assert markers.LAUNCHERS == launchers.LAUNCHERS

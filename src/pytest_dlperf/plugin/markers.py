@@ -16,7 +16,7 @@ from pytest_dlperf.scenario import FRAMEWORKS, INSTALL_HINTS, PRECISIONS
 # (pytest_dlperf.processes.distributed, numpy with it) are imported by the checks of the markers that
 # need them: every pytest run validates its tests' markers.
 
-LAUNCHERS = ("local", "ssh", "mpi", "slurm", "netns")
+LAUNCHERS = ("local", "ssh", "mpi", "slurm", "sge", "netns")
 
 MARKERS = {
     "gpu": "gpu(count=1): needs COUNT visible CUDA devices, else skipped; the gpu fixture holds them",
