@@ -37,6 +37,11 @@ RECIPES = {
 }
 
 
+#: One process per side at a time and few pairs: a trainer's child takes seconds to start (importing Lightning or
+#: transformers), and a slowdown of several times is decided in A/B mode's first two generations.
+SMALL_AB = ("--dlperf-processes=1", "--dlperf-pairs=6")
+
+
 class Failed(Exception):
     pass
 
@@ -96,9 +101,9 @@ def check_recipe(recipe: str, work: Path) -> list[str]:
     output, _ = case("judge", 0, "--dlperf-tolerance=0.6")
     expect(output, f"{workload}", f"{recipe} judge")
     expect(output, "compared with baselines. 0 regressions.", f"{recipe} judge")
-    case("A/A", 0, "--dlperf-reference-rev=HEAD", "--dlperf-max-generations=1")
+    case("A/A", 0, "--dlperf-reference-rev=HEAD", *SMALL_AB, "--dlperf-max-generations=2")
     slow(project / module_name, slowdown)
-    output, props = case("slowed", 1, "--dlperf-reference-rev=HEAD")
+    output, props = case("slowed", 1, "--dlperf-reference-rev=HEAD", *SMALL_AB)
     expect(output, f"A/B slower: {workload} throughput candidate/reference 0.", f"{recipe} slowed working tree")
     return lines
 

@@ -39,7 +39,8 @@ def train(steps):
         loss = torch.nn.functional.cross_entropy(model(xb), yb)
         loss.backward()
         optimizer.step()
-        steps.step(loss, samples=3 * len(xb))  # say, 3 rows a sample
+        accuracy = (model(xb).argmax(dim=1) == yb).float().mean()
+        steps.step(loss, samples=3 * len(xb), figures={"batch_accuracy": accuracy})  # say, 3 rows a sample
 
 def slow(steps):
     def slowed(loss, samples=None, mark=steps.step):
@@ -113,6 +114,20 @@ def test_a_plain_loop_is_timed_at_its_marks_and_its_errors_are_its_own(pytester:
     figures = {m.metric: m for m in reports["proj/test_mine.py::test_mine"].metrics if m.label == "my_loop"}
     assert figures["throughput"].unit == "samples/s" and len(figures["throughput"].samples) == 3
     assert figures["step_time"].value > 0 and figures["peak_host_memory"].value > 0
+    # a mark's own figure: per round, the mean of its marks, judged like the rest (higher is better)
+    assert len(figures["batch_accuracy"].samples) == 3 and 0 <= figures["batch_accuracy"].value <= 1
+
+
+def test_a_marks_figures_are_named_apart_from_the_harnesss() -> None:
+    from pytest_dlperf.child.loop import Steps
+    from pytest_dlperf.child.usercode import UserCodeError
+
+    steps = Steps(Scenario("torch", "mine", loop="m:f"))
+    with pytest.raises(UserCodeError, match=r"names \['throughput'\] must be identifiers and not the harness's own"):
+        steps.step(1.0, figures={"throughput": 2.0})
+    with pytest.raises(UserCodeError, match=r"samples must be a positive integer"):
+        steps.step(1.0, samples=0)
+    assert steps.marked == 0
 
 
 PAIRED_TEST = """

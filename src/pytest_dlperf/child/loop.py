@@ -19,11 +19,17 @@ from __future__ import annotations
 import numbers
 import threading
 import time
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
+from pytest_dlperf.child.measure import steps_needed
 from pytest_dlperf.child.usercode import UserCodeError, call, load
-from pytest_dlperf.result import LOWER
+from pytest_dlperf.result import HIGHER, LOWER
 from pytest_dlperf.scenario import Scenario
+
+
+#: The harness's own figures: a mark's figures take other names.
+RESERVED = frozenset({"throughput", "step_time", "peak_host_memory", "peak_device_memory", "achieved_tflops",
+                      "data_wait", "compile_time", "compile_time_total", "graph_breaks", "recompilations"})
 
 
 class StopTraining(BaseException):
@@ -49,13 +55,16 @@ class Steps:
 
     def __init__(self, scenario: Scenario):
         self.scenario = scenario
-        self.total = scenario.total_steps
+        self.total = steps_needed(scenario)
         self.flops_per_step: float | None = None
         self.unit: str | None = None
+        #: Your figures' (unit, "higher" | "lower"), by name; unitless and higher-is-better otherwise.
+        self.figure_units: dict[str, tuple[str, str]] = {}
         self.marked = 0
         self._done = False
         self._lock = threading.Condition()
-        self._pending: list[tuple[Any, int, float]] = []  # marks the harness has not taken yet (at most one)
+        #: marks the harness has not taken yet (at most one): loss, samples, data wait, figures
+        self._pending: list[tuple[Any, int, float, dict[str, Any]]] = []
         self._asked = 0  # steps the harness asked for
         self._failure: BaseException | None = None  # the harness's error, raised into your loop
         self._ended: BaseException | str | None = None  # your loop's end: its exception, or "returned"
@@ -84,10 +93,19 @@ class Steps:
         """True once the harness has timed every round: end your loop (the callbacks stop the trainers)."""
         return self._done
 
-    def step(self, loss: Any = None, samples: int | None = None) -> None:
+    def step(self, loss: Any = None, samples: int | None = None, figures: Mapping[str, Any] | None = None) -> None:
         """Mark the end of one optimizer step: its ``loss`` (a scalar tensor or a float; None when your
-        loop has none to give) and the ``samples`` it processed (tokens, rows; default the batch size)."""
+        loop has none to give), the ``samples`` it processed (tokens, rows; default the batch size) and
+        any ``figures`` of yours (``{"accuracy": acc}``: scalars or scalar tensors), each reported per
+        round as the mean of its marks and judged like the rest (higher is better, unitless, unless
+        ``steps.figure_units["name"] = ("unit", "lower")``)."""
         count = self._default_samples if samples is None else samples
+        if figures:
+            clash = sorted(set(figures) & RESERVED)
+            if clash or not all(isinstance(k, str) and k.isidentifier() for k in figures):
+                raise UserCodeError(f"steps.step(figures=...): names {sorted(figures)} must be identifiers and "
+                                    f"not the harness's own figures ({', '.join(sorted(RESERVED))})", "")
+            figures = {k: v.detach() if hasattr(v, "detach") else v for k, v in figures.items()}
         if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count <= 0:
             raise UserCodeError(f"steps.step(samples={samples!r}): samples must be a positive integer, what "
                                 "this step processed (its batch size, or its tokens)", "")
@@ -102,7 +120,7 @@ class Steps:
             if self._done:
                 return
             self.marked += 1
-            self._pending.append((loss, int(count), self._waited))
+            self._pending.append((loss, int(count), self._waited, dict(figures or {})))
             self._waited = 0.0
             self._lock.notify_all()
             # wait until the harness asks for another step (or has finished, or failed)
@@ -113,8 +131,8 @@ class Steps:
 
     # -- the harness's side (its thread) --
 
-    def next_mark(self) -> tuple[Any, int, float]:
-        """Let your loop run to its next mark and return that mark's (loss, samples, data wait)."""
+    def next_mark(self) -> tuple[Any, int, float, dict[str, Any]]:
+        """Let your loop run to its next mark and return that mark's (loss, samples, data wait, figures)."""
         with self._lock:
             self._asked += 1
             self._lock.notify_all()
@@ -128,8 +146,13 @@ class Steps:
         raise UserCodeError(
             f"loop {self.scenario.loop} returned after {self.marked} marked steps; the scenario needs {self.total} "
             f"({self.scenario.warmup_steps} warm-up, {self.scenario.rounds} rounds of "
-            f"{self.scenario.steps_per_round}): give your trainer max_steps=steps.total (or more data), or loop "
+            f"{self.scenario.steps_per_round}{self._rewarm_text()}): give your trainer"
+            f" max_steps=steps.total (or more data), or loop "
             "until steps.done, and mark each step with steps.step(loss)", "")
+
+    def _rewarm_text(self) -> str:
+        extra = self.total - self.scenario.total_steps
+        return f", {extra} before its first round in a paired run" if extra else ""
 
     def finish(self, failure: BaseException | None = None) -> None:
         with self._lock:
@@ -184,6 +207,7 @@ class MarkedLoop:
         self._peak = peak_device_memory
         self.round_samples: list[int] = []
         self._round_waits: list[float] = []
+        self._round_figures: list[dict[str, Any]] = []
         self._any_wait = False
 
     @property
@@ -191,9 +215,10 @@ class MarkedLoop:
         return self.steps.flops_per_step
 
     def step(self) -> Any:
-        loss, samples, waited = self.steps.next_mark()
+        loss, samples, waited, figures = self.steps.next_mark()
         self.round_samples.append(samples)
         self._round_waits.append(waited)
+        self._round_figures.append(figures)
         self._any_wait = self._any_wait or waited > 0
         return loss
 
@@ -205,12 +230,22 @@ class MarkedLoop:
 
     def begin_round(self) -> None:
         self._round_waits = []
+        self._round_figures = []
 
     def round_figures(self) -> dict[str, tuple[float, str, str]]:
-        """``data_wait``: the round's seconds per step spent waiting for batches (where the loop showed them)."""
-        if not self._any_wait or not self._round_waits:
-            return {}
-        return {"data_wait": (sum(self._round_waits) / len(self._round_waits), "s", LOWER)}
+        """``data_wait``: the round's seconds per step spent waiting for batches (where the loop showed them);
+        your marks' figures, each the mean of the round's marks that gave it (read after the round's sync)."""
+        out: dict[str, tuple[float, str, str]] = {}
+        if self._any_wait and self._round_waits:
+            out["data_wait"] = (sum(self._round_waits) / len(self._round_waits), "s", LOWER)
+        values: dict[str, list[float]] = {}
+        for marks in self._round_figures:
+            for name, value in marks.items():
+                values.setdefault(name, []).append(float(value))
+        for name, seen in values.items():
+            unit, direction = self.steps.figure_units.get(name, ("", HIGHER))
+            out[name] = (sum(seen) / len(seen), unit, direction)
+        return out
 
     def losses_to_floats(self, handles: Sequence[Any]) -> list[float]:
         """The marked losses as floats (a mark without a loss has none to check)."""

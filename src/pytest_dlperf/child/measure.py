@@ -313,6 +313,13 @@ def count_instructions(loop: TrainingLoop, scenario: Scenario, losses: list[floa
 COMPILE_EVENTS = ("graph_breaks", "recompilations")
 
 
+def steps_needed(scenario: Scenario) -> int:
+    """How many steps :func:`measure` takes in this process: warm-up, timed rounds, and a paced child's rewarm."""
+    pacer = _installed_pacer
+    rewarm = rewarm_steps(scenario) if pacer is not None and pacer.rewarms and scenario.measure == "time" else 0
+    return scenario.total_steps + rewarm
+
+
 def rewarm_steps(scenario: Scenario) -> int:
     """Untimed steps before a paced child's first timed round: its warm-up again, at most a round's worth."""
     return min(scenario.warmup_steps, scenario.steps_per_round)
