@@ -10,7 +10,9 @@
 #      and a step with one extra 18 MB tensor copy (about 1% more instructions) fails as a regression,
 #   6. the project as a git repository with two commits, the second widening the model: A/B of the working
 #      tree against the first commit (--dlperf-reference-rev=HEAD~1) fails it as slower.
-# PYTHON picks the interpreter the venv is made from (default python3); KEEP=1 keeps the temporary folder.
+# PYTHON picks the interpreter the venv is made from (default python3); KEEP=1 keeps the temporary folder;
+# TORCH_FROM=INTERPRETER lets the venv see that interpreter's torch (through a .pth file) instead of installing
+# its own 5 GB copy (tox -e examples gives it the torch environment's); the wheel is installed in the venv.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
@@ -47,11 +49,22 @@ WHEEL="$(ls "$WORK"/dist/pytest_dlperf-*.whl)"
 
 step "a fresh venv with the wheel and its torch extra (torch 2.14.1: the CPU is all the example uses)"
 "$PYTHON" -m venv "$WORK/venv"
+if [ -n "${TORCH_FROM:-}" ]; then
+  version() { "$1" -c "import sys; print('%d.%d' % sys.version_info[:2])"; }
+  purelib() { "$1" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])"; }
+  [ "$(version "$TORCH_FROM")" = "$(version "$WORK/venv/bin/python")" ] \
+    || fail "TORCH_FROM=$TORCH_FROM is Python $(version "$TORCH_FROM"), the venv $(version "$WORK/venv/bin/python")"
+  purelib "$TORCH_FROM" >"$(purelib "$WORK/venv/bin/python")/shared-torch.pth"
+  # the wheel itself into the venv, even where TORCH_FROM's environment has this version installed
+  "$WORK/venv/bin/python" -m pip install -q --no-deps --force-reinstall "$WHEEL"
+fi
 # PyPI's Linux torch is the CUDA build, gigabytes that tox -m ci's torch environment already downloaded once;
 # where PyTorch's own index is reachable, DLPERF_TORCH_INDEX_URL (e.g. https://download.pytorch.org/whl/cpu)
 # takes its CPU build instead (cpu.yml sets it; a machine that reaches only PyPI leaves it unset)
 "$WORK/venv/bin/python" -m pip install -q ${DLPERF_TORCH_INDEX_URL:+--extra-index-url "$DLPERF_TORCH_INDEX_URL"} \
   "torch==2.14.1" "torchvision==0.29.1" "${WHEEL}[torch]"
+plugin="$("$WORK/venv/bin/python" -c "import pytest_dlperf; print(pytest_dlperf.__file__)")"
+case "$plugin" in "$WORK/venv/"*) ;; *) fail "pytest_dlperf comes from $plugin, not the wheel in $WORK/venv" ;; esac
 cp -r "$REPO/examples/own_step" "$WORK/project"
 rm -rf "$WORK/project/baselines"
 

@@ -7,7 +7,7 @@ project a subfolder of a larger repository, installed editable) and ``venv-insid
 installed editable there). Each runs, as its user would, ``pytest tests --dlperf-reference-rev=...``:
 
 1. A/A: the working tree against HEAD, nothing changed: passes, and each side's code came from its own tree;
-2. HEAD~1, 30% slower: an improvement, passes;
+2. HEAD~1, 30% slower: an improvement, passes (in ``src-editable`` only);
 3. the working tree made 30% slower (uncommitted): fails as a regression;
 4. ``myproj.kernels`` loaded by file path from a copy outside both trees: the test errors, naming the module,
    and gives no verdict.
@@ -34,6 +34,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent / "layouts"
 LAYOUTS = ("flat", "src-editable", "src-installed", "monorepo", "venv-inside")
+#: The one layout that also runs the improvement case: the regression case fails in every layout unless each
+#: side runs its own tree's files; an older commit as the reference changes only which commit the worktree
+#: checks out, alike in every layout, and each case costs a comparison of fresh processes.
+IMPROVEMENT_LAYOUT = "src-editable"
 PYPROJECT_PACKAGE = """[build-system]
 requires = ["setuptools>=64"]
 build-backend = "setuptools.build_meta"
@@ -155,8 +159,9 @@ def check_layout(layout: str, work: Path) -> list[str]:
     _, props = case("A/A", "HEAD", 0, None, "--dlperf-max-generations=1")  # passes decided or not: 3 processes
     expect(props.get("candidate_code", ""), f"myproj from {where} (the working tree at", f"{layout} A/A candidate")
     expect(props.get("reference_code", ""), f"myproj from {where} (the worktree of", f"{layout} A/A reference")
-    _, props = case("improvement", "HEAD~1", 0)
-    expect(props.get("ab_verdict", ""), "improvement", f"{layout} HEAD~1 30% slower")
+    if layout == IMPROVEMENT_LAYOUT:
+        _, props = case("improvement", "HEAD~1", 0)
+        expect(props.get("ab_verdict", ""), "improvement", f"{layout} HEAD~1 30% slower")
     slow(next(project.rglob("myproj/train.py")), 0.3)
     output, props = case("regression", "HEAD", 1)
     expect(output, "A/B slower: myproj_mlp throughput candidate/reference 0.", f"{layout} 30% slower working tree")
@@ -202,8 +207,8 @@ def main(argv: list[str]) -> int:
             shutil.rmtree(work, ignore_errors=True)
         else:
             print(f"kept {work}")
-    print("\nevery layout: A/A passed, HEAD~1 30% slower read an improvement, a 30% slower working tree failed, "
-          "a module from outside both trees gave no verdict\n" + "\n".join(results))
+    print(f"\nevery layout: A/A passed, a 30% slower working tree failed, a module from outside both trees gave "
+          f"no verdict; in {IMPROVEMENT_LAYOUT}, HEAD~1 30% slower read an improvement\n" + "\n".join(results))
     return 0
 
 

@@ -459,21 +459,28 @@ def test_update_baselines_adds_each_dispatch_s_recording_to_the_open_pull_reques
     assert dispatch(4, open_pr="") == "main\nrun 4\n"  # pull request 12 was merged or closed
 
 
-def test_per_push_ci_installs_the_cuda_build_of_torch_once():
-    """tox -m ci installs torch twice: tox's torch environment keeps PyPI's build, the one the stored CPU
-    baselines were recorded with and the GPU runner needs (tox.ini is shared); the example's fresh venv,
-    which only uses the CPU, takes the CPU build where PyTorch's index is reachable (cpu.yml says so; a
-    machine that reaches only PyPI, as this project's CI, does not). Valgrind comes from apt."""
+def test_per_push_ci_installs_torch_once_and_the_example_shares_it():
+    """tox -m ci installs torch once: tox's torch environment keeps PyPI's build, the one the stored CPU
+    baselines were recorded with and the GPU runner needs (tox.ini is shared); the example's fresh venv sees
+    that torch through a .pth file (TORCH_FROM) and installs the wheel itself. Run alone, the example installs
+    torch, the CPU build where PyTorch's index is reachable (cpu.yml says so; a machine that reaches only
+    PyPI, as this project's CI, does not). Valgrind comes from apt."""
     cpu = load("cpu.yml")
     assert "sudo apt-get install -y -qq valgrind" in run_text(cpu)
     (ci,) = [s for j in cpu["jobs"].values() for s in j["steps"] if s.get("run") == "tox -m ci"]
     assert ci["env"]["DLPERF_TORCH_INDEX_URL"] == "https://download.pytorch.org/whl/cpu"
+    tox = configparser.ConfigParser(interpolation=None)
+    tox.read(ROOT / "tox.ini")
     assert "download.pytorch.org" not in (ROOT / "tox.ini").read_text(encoding="utf-8")
-    assert "DLPERF_*" in (ROOT / "tox.ini").read_text(encoding="utf-8")  # tox passes it on
+    assert "DLPERF_*" in tox["testenv"]["pass_env"]  # tox passes it on
+    assert "TORCH_FROM = {work_dir}{/}torch{/}bin{/}python" in tox["testenv:examples"]["set_env"]
+    assert tox["testenv:examples"]["depends"].strip() == "torch"
     example = (ROOT / "examples" / "run_as_new_user.sh").read_text(encoding="utf-8")
-    install = example[example.index('-m pip install -q'):example.index('"${WHEEL}[torch]"')]
+    install = example[example.rindex("-m pip install -q", 0, example.index('"${WHEEL}[torch]"')):
+                      example.index('"${WHEEL}[torch]"')]
     assert '${DLPERF_TORCH_INDEX_URL:+--extra-index-url "$DLPERF_TORCH_INDEX_URL"}' in install
     assert "download.pytorch.org" not in install and '"torch==2.14.1"' in install
+    assert "shared-torch.pth" in example and '--no-deps --force-reinstall "$WHEEL"' in example
 
 
 #: numpy<1.24, which MXNet 1.9.1 needs, has wheels for these interpreters only (PyPI, numpy 1.23.5).
@@ -496,6 +503,19 @@ def test_every_environment_with_the_mxnet_extras_takes_an_interpreter_numpy_belo
         assert {p.removeprefix("python") for p in pythons} <= NUMPY_BELOW_1_24_PYTHONS, (name, pythons)
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "3.10 or 3.11 with MXNet" in readme
+
+
+def test_a_machine_without_mxnets_python_skips_every_environment_that_runs_in_its_interpreter():
+    """On a machine whose only Python is 3.12, tox -m ci and -m perf skip the MXNet environments with the
+    interpreter they looked for, and the rest decides the result: every environment that runs in perf-mxnet's
+    interpreter asks for MXNet's Pythons too, or it would fail on a perf-mxnet that was never built."""
+    tox = configparser.ConfigParser(interpolation=None)
+    tox.read(ROOT / "tox.ini")
+    assert tox["tox"]["skip_missing_interpreters"].strip() == "true"
+    in_mxnet = [name for name in tox.sections() if name.startswith("testenv:") and "mxnet" in name]
+    assert len(in_mxnet) >= 5, in_mxnet  # perf-mxnet(-gpu), selftest-mxnet, the slow tier's and A/B's factors
+    for name in in_mxnet:
+        assert "{[mxnet_python]base_python}" in tox[name].get("base_python", ""), name
 
 
 def test_install_instructions_never_name_a_registry_the_package_is_not_on():
