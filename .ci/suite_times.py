@@ -20,6 +20,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any, Sequence
 
+from pytest_dlperf.child.environment import hardware_key
+
 TIMES = Path(__file__).resolve().parents[1] / "tests" / "data" / "suite-times.json"
 
 
@@ -27,13 +29,15 @@ def nodeid(case: ET.Element) -> str:
     return case.get("classname", "").replace(".", "/") + ".py::" + case.get("name", "")
 
 
-def read(report: Path) -> dict[str, dict[str, Any]]:
-    """The tests in ``report``, each with its time, machine and date, and whether it was skipped."""
+def read(report: Path, machine: str = "") -> dict[str, dict[str, Any]]:
+    """The tests in ``report``, each with its time, machine (the report's hardware key, else ``machine``) and
+    date, and whether it was skipped."""
     root = ET.parse(report).getroot()
     suite = root if root.tag == "testsuite" else root.find("testsuite")
     date = (suite.get("timestamp", "") if suite is not None else "")[:10]
     machine = next((p.get("value", "") for p in root.iter("property")
-                    if p.get("name", "").endswith("::dlperf.hardware") and p.get("value", "").startswith("cpu-")), "")
+                    if p.get("name", "").endswith("::dlperf.hardware") and p.get("value", "").startswith("cpu-")),
+                   machine)
     found = {}
     for case in root.iter("testcase"):
         found[nodeid(case)] = {"seconds": round(float(case.get("time", 0)), 1), "machine": machine, "date": date,
@@ -41,14 +45,16 @@ def read(report: Path) -> dict[str, dict[str, Any]]:
     return found
 
 
-def merge(reports: Sequence[Path], recorded: dict[str, Any]) -> dict[str, Any]:
+def merge(reports: Sequence[Path], recorded: dict[str, Any], machine: str = "") -> dict[str, Any]:
     tests = dict(recorded.get("tests", {}))
     for report in reports:
         if "isa-capped" in report.name:
             continue
-        for test, entry in read(report).items():
+        for test, entry in read(report, machine).items():
             if not entry["machine"]:
-                raise SystemExit(f"{report}: no CPU hardware key in its properties: not a report of the suite")
+                raise SystemExit(f"{report}: no figure in it names the machine (a CPU hardware key); give the "
+                                 "machine it ran on with --machine KEY, e.g. this one's: "
+                                 + hardware_key("cpu"))
             # a test runs in one framework's environment and is skipped in the others'
             if not entry.get("skipped") or test not in tests or tests[test].get("skipped"):
                 tests[test] = entry
@@ -59,12 +65,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="suite_times.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("reports", nargs="+", type=Path, help="JUnit files of the suite's pytest runs")
     parser.add_argument("--out", type=Path, default=TIMES, help=f"the times file (default {TIMES})")
+    parser.add_argument("--machine", default="", help="the hardware key of the machine the reports ran on, for "
+                        "reports that hold no figure naming it (e.g. a run of the engine tests alone)")
     args = parser.parse_args(argv)
     missing = [str(r) for r in args.reports if not r.is_file()]
     if missing:
         parser.error(f"no such report: {', '.join(missing)}")
     recorded = json.loads(args.out.read_text(encoding="utf-8")) if args.out.exists() else {}
-    merged = merge(args.reports, recorded)
+    merged = merge(args.reports, recorded, args.machine)
     fd, tmp = tempfile.mkstemp(dir=args.out.parent, prefix=args.out.name + ".")
     with os.fdopen(fd, "w", encoding="utf-8") as out:
         json.dump(merged, out, indent=1)
