@@ -4,11 +4,11 @@ vector ISA capped below native bf16 (docs/method.md, "The ISA-capped reruns").
     python .ci/isa_capped.py --marker "not gpu and not slow" --junitxml=FILE -- [ARGS given to tox after --]
 
 Where the cap would not lower this CPU's level (no native bf16 to cap), no pytest is started: it would
-skip every test it found. The arguments given to tox after ``--`` reach this rerun as they reach the first run (``--update-baselines``
-records the capped figures too), except that pytest keeps only the last ``-m`` and ``-k``: a runner's
-``-m gpu`` would replace the rerun's own and run GPU tests under CPU caps. So the rerun's marker and
-keyword expressions are ANDed with the given ones (``-m gpu`` then selects nothing here), and the given
-``--junitxml`` is dropped (the rerun writes its own file, never over the first run's).
+skip every test it found. The arguments given to tox after ``--`` reach this rerun as they reach the first
+run (``--update-baselines`` records the capped figures too), except that pytest keeps only the last ``-m``
+and ``-k``: a runner's ``-m gpu`` would replace the rerun's own and run GPU tests under CPU caps. So the
+rerun's marker and keyword expressions are ANDed with the given ones (``-m gpu`` then selects nothing
+here), and the given ``--junitxml`` is dropped (the rerun writes its own file, never over the first run's).
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@
     python .ci/suite_times.py reports/perf-*.xml            # merges into tests/data/suite-times.json
 
 A test's time is its JUnit testcase time (the whole test with its children) in the report where it ran, not
-where it was skipped (a test skipped in every report is recorded as skipped); the ISA-capped reruns' reports are left out (a rerun is another run of tests already
-timed). Tests the given reports did not run keep their recorded entries, so the quick tier's reports of a
-``tox -m ci`` refresh those tests alone. Each entry names the machine (the report's hardware key) and the
-date, because the budgets scale with the machine type.
+where it was skipped (a test skipped in every report is recorded as skipped); the ISA-capped reruns' reports
+are left out (a rerun is another run of tests already timed). Tests the given reports did not run keep their
+recorded entries, so the quick tier's reports of a ``tox -m ci`` refresh those tests alone. Each entry names
+the machine (the report's hardware key, or ``--machine``) and the date: the budgets scale with the machine type.
 """
 
 from __future__ import annotations
