@@ -18,9 +18,8 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 from typing import Sequence
-
-from pytest_dlperf.child.environment import cap_problem
 
 #: oneDNN (torch and TensorFlow read ONEDNN_, MXNet's oneDNN 2 reads DNNL_) and ATen honour these.
 CAPS = {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE", "DNNL_MAX_CPU_ISA": "AVX512_CORE", "ATEN_CPU_CAPABILITY": "avx512"}
@@ -60,6 +59,23 @@ def pytest_command() -> list[str]:
     which in an environment that runs in another's interpreter (tox.ini's [in_torch]) has no pytest."""
     found = shutil.which("pytest")
     return [found] if found else [sys.executable, "-m", "pytest"]
+
+
+def cap_problem(caps: dict[str, str]) -> str:
+    """Why ``caps`` cannot stand for another CPU here (pytest_dlperf's ``cap_problem``, asked of the
+    interpreter the pytest on PATH runs in, as this one may not have the plugin), or "" where they lower this
+    CPU's level, or where that interpreter cannot tell (the rerun then runs, and its tests say why they skip)."""
+    found = pytest_command()[0]
+    python = Path(found).with_name("python") if found != sys.executable else Path(sys.executable)
+    asked = subprocess.run([str(python if python.exists() else sys.executable), "-c",
+                            "import os; from pytest_dlperf.child.environment import cap_problem; "
+                            "print(cap_problem(os.environ))"],
+                           env={**os.environ, **caps}, capture_output=True, text=True, check=False)
+    if asked.returncode:
+        print(f"ISA-capped rerun: could not ask {python} whether the cap lowers this CPU's level "
+              f"({asked.stderr.strip().splitlines()[-1:] or asked.returncode}); running it", flush=True)
+        return ""
+    return asked.stdout.strip()
 
 
 def command(marker: str, junitxml: str, given: Sequence[str]) -> list[str]:

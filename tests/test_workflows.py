@@ -361,6 +361,18 @@ def test_the_isa_capped_rerun_starts_no_pytest_where_the_cap_lowers_nothing(tmp_
     assert "ISA-capped rerun not run: the ISA cap does not lower this CPU's own level (avx2)" in capsys.readouterr().out
 
 
+def test_the_isa_capped_rerun_asks_the_interpreter_beside_the_pytest_on_path(tmp_path, monkeypatch):
+    """perf-torch's own venv (the python tox starts the script with) has no pytest_dlperf: the question goes to
+    the torch environment's python, beside its pytest, first on PATH; one that cannot answer runs the rerun."""
+    script = ci_script("isa_capped")
+    fake_tool(tmp_path, "pytest", "exit 1\n")
+    fake_tool(tmp_path, "python", 'case "$*" in *cap_problem*) echo "does not lower this CPU\'s own level";; esac\n')
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    assert script.cap_problem(script.CAPS) == "does not lower this CPU's own level"
+    fake_tool(tmp_path, "python", "exit 1\n")
+    assert script.cap_problem(script.CAPS) == ""
+
+
 def fake_tool(folder: Path, name: str, script: str) -> None:
     tool = folder / name
     tool.write_text("#!/usr/bin/env bash\n" + script, encoding="utf-8")
