@@ -31,9 +31,9 @@ SMOKE = dict(image_size=32, batch_size=8, warmup_steps=2, steps_per_round=4)
 #: narrow little (docs/verdicts.md), while this group of up to 16 children is the suite's costliest test;
 #: a setting that may have lost its recorded gain takes more processes (``tuning.gain_decided``).
 PAIRS = 4
-#: TensorFlow's and MXNet's groups take minutes on a 2-core VM: per-push CI (tox -m ci) runs torch's,
-#: tox -m perf and the nightly job all three.
-FRAMEWORKS = [pytest.param(fw, marks=[pytest.mark.framework(fw)] + ([] if fw == "torch" else [pytest.mark.slow]), id=fw)
+#: Every framework's group takes more than a quick test's minute on a 2-core VM (torch's 91 s on the AVX-512
+#: type, 157 s on AVX2; tests/test_suite_budget.py): the slow tier, which tox -m perf and the nightly job run.
+FRAMEWORKS = [pytest.param(fw, marks=[pytest.mark.framework(fw), pytest.mark.slow], id=fw)
               for fw in ("torch", "tensorflow", "mxnet")]
 
 #: Every setting of a framework, measured once per session as one paired group with the default.
