@@ -22,6 +22,7 @@ import time
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from pytest_dlperf.child.measure import steps_needed
+from pytest_dlperf.child.owncode import HarnessError
 from pytest_dlperf.child.usercode import UserCodeError, call, load
 from pytest_dlperf.result import HIGHER, LOWER
 from pytest_dlperf.scenario import Scenario
@@ -37,10 +38,6 @@ class StopTraining(BaseException):
 
     A BaseException, so a loop's ``except Exception`` (a trainer's error handling) does not swallow it.
     """
-
-
-class HarnessError(RuntimeError):
-    """The harness's own failure (not your code's)."""
 
 
 class Steps:
