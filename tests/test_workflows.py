@@ -325,6 +325,43 @@ def test_the_isa_capped_rerun_runs_the_pytest_on_path_not_its_own_interpreters(t
     assert script.command("not gpu", "c.xml", [])[:2] == [str(tmp_path / "pytest"), "perf_tests"]
 
 
+def test_the_per_push_ab_runs_only_where_the_working_tree_runs_other_code_than_the_base(tmp_path, monkeypatch):
+    """ab-base-*: both sides run their own src/pytest_dlperf and perf_tests, so a push that changed neither (a
+    page of docs) compares a revision with itself; any change there, committed or not, runs the A/B."""
+    ini = tox_ini()
+    command = ini["testenv:ab-base-{torch,tf,mxnet}"]["commands"]
+    assert ".ci{/}ab_base.py {env:DLPERF_BASE:HEAD~1} -- perf_tests" in command
+    assert "--dlperf-reference-rev" not in command
+    script = ci_script("ab_base")
+    repo = tmp_path / "repo"
+    for path in ("src/pytest_dlperf/core.py", "perf_tests/test_a.py", "docs/a.md"):
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text("1\n", encoding="utf-8")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "Base"], check=True)
+    (repo / "docs/a.md").write_text("2\n", encoding="utf-8")
+    subprocess.run([*git, "commit", "-qam", "Document"], check=True)
+    assert script.same_code("HEAD~1", repo).endswith("'Base'")
+    assert script.same_code("no-such-rev", repo) == ""
+    (repo / "perf_tests/test_b.py").write_text("", encoding="utf-8")
+    assert script.same_code("HEAD~1", repo) == ""
+    (repo / "perf_tests/test_b.py").unlink()
+    (repo / "src/pytest_dlperf/core.py").write_text("2\n", encoding="utf-8")
+    assert script.same_code("HEAD~1", repo) == ""
+    assert script.same_code("HEAD", repo) == ""
+
+    fake_tool(tmp_path, "pytest", f'echo "$@" > {tmp_path / "ran"}\n')
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(script, "same_code", lambda base: "abc 'Base'")
+    assert script.main(["HEAD~1", "--", "perf_tests"]) == 0 and not (tmp_path / "ran").exists()
+    monkeypatch.setattr(script, "same_code", lambda base: "")
+    assert script.main(["HEAD~1", "--", "perf_tests", "-k", "x"]) == 0
+    assert (tmp_path / "ran").read_text().split() == ["perf_tests", "-k", "x", "--dlperf-reference-rev", "HEAD~1"]
+    assert script.main(["HEAD~1"]) == 2
+
+
 CAPPED_TEST = """
 import os
 import pytest
