@@ -280,7 +280,8 @@ def test_hugging_face_trainer_train_is_timed_in_optimizer_steps(pytester: pytest
 
 @pytest.mark.parametrize("settings, message", [
     (dict(loop="m:f", step="m:g"), "give one of loop="),
-    (dict(loop="m:f", framework="tensorflow"), "loop= is supported for torch"),
+    (dict(loop="m:f", framework="mxnet"), "loop= is supported for torch, tensorflow; not yet for mxnet: give it a "
+                                           "step="),
     (dict(loop="m:f", data="jpeg", data_dir="/d"), "with loop= your loop reads its own data"),
     (dict(loop="m f"), "loop='m f' is not 'package.module:function'; e.g. loop='my_training:train'"),
 ])

@@ -276,6 +276,8 @@ _ENTRY = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*
 _NAME = re.compile(r"^[A-Za-z0-9_][\w.\-]*$")
 #: The frameworks whose cores can run your own ``step``.
 STEP_FRAMEWORKS = ("torch", "tensorflow", "mxnet")
+#: The frameworks whose cores run your own training loop (``loop=``): PyTorch's, and TensorFlow's (Keras ``fit``).
+LOOP_FRAMEWORKS = ("torch", "tensorflow")
 
 
 _EXAMPLES = {"step": "my_model:make_step", "loop": "my_training:train", "model_factory": "my_model:make_model"}
@@ -324,8 +326,9 @@ def parse_entry(setting: str, value: Any) -> tuple[str, str]:
 def _check_user_code(s: Scenario) -> None:
     if s.loop is not None:
         parse_entry("loop", s.loop)
-        if s.framework != "torch":
-            raise ScenarioError(f"loop= is supported for torch; not yet for {s.framework}")
+        if s.framework not in LOOP_FRAMEWORKS:
+            raise ScenarioError(f"loop= is supported for {', '.join(LOOP_FRAMEWORKS)}; not yet for {s.framework}: "
+                                "give it a step= (one training step) instead")
         if s.step is not None or s.model_factory is not None:
             raise ScenarioError("give one of loop= (your training loop, marking its steps), step= (one training "
                                 "step) or model_factory= (your model in the core's loop)")

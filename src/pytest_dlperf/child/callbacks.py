@@ -1,8 +1,9 @@
-"""The trainers' callbacks that mark a :class:`~pytest_dlperf.child.loop.Steps` handle: Lightning, Hugging Face.
+"""The trainers' callbacks that mark a :class:`~pytest_dlperf.child.loop.Steps` handle: Lightning, Hugging Face,
+Keras.
 
-Each is built only when asked for (``steps.lightning()``, ``steps.huggingface()``), so the plugin
-imports neither library unless your loop uses it. Both count optimizer steps, not batches: under
-gradient accumulation one mark covers every micro-batch since the last, their samples summed.
+Each is built only when asked for (``steps.lightning()``, ``steps.huggingface()``, ``steps.keras()``), so
+the plugin imports none of these libraries unless your loop uses it. They count optimizer steps, not
+batches: under gradient accumulation one mark covers every micro-batch since the last, their samples summed.
 """
 
 from __future__ import annotations
@@ -131,5 +132,37 @@ def huggingface_callback(steps: Steps, samples: Callable[[Any], int] | None = No
             if self.hook is not None:
                 self.hook.remove()
                 self.hook = None
+
+    return DlperfSteps()
+
+
+def keras_callback(steps: Steps, samples: int | None = None) -> Any:
+    if samples is not None and (isinstance(samples, bool) or not isinstance(samples, int) or samples <= 0):
+        raise UserCodeError(f"steps.keras(samples={samples!r}): give the batch size you pass to model.fit, a "
+                            "positive integer", "")
+    try:
+        import keras
+    except ImportError:
+        raise UserCodeError("steps.keras() needs Keras: pip install tensorflow (Keras 3 comes with it)", "") from None
+    base: Any = keras.callbacks.Callback
+
+    class DlperfSteps(base):  # type: ignore[misc, unused-ignore]
+        """Marks each batch of ``model.fit`` (``on_train_batch_end``) with the loss in its logs; stops when done.
+
+        The loss is what Keras logs: a float, its running mean over the epoch so far. Keras fetches
+        each batch inside its compiled train function, so no ``data_wait`` is reported.
+        """
+
+        def on_train_begin(self, logs: Any = None) -> None:
+            per_call = getattr(self.model, "steps_per_execution", 1) or 1
+            if int(per_call) != 1:  # on_train_batch_end then ends several optimizer steps at once
+                raise UserCodeError(f"steps.keras() marks one optimizer step per batch; the model was compiled "
+                                    f"with steps_per_execution={per_call}: compile it with steps_per_execution=1 "
+                                    "for the timed run", "")
+
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            steps.step((logs or {}).get("loss"), samples=samples)
+            if steps.done:
+                self.model.stop_training = True
 
     return DlperfSteps()

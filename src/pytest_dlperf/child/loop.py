@@ -2,7 +2,7 @@
 
 Your function runs your training as you run it (a plain loop, ``Trainer.fit``, ``Trainer.train``) and
 calls ``steps.step(loss, samples=n)`` after each optimizer step, or hands ``steps.lightning()`` /
-``steps.huggingface()`` to the trainer, whose callback does that. The harness is the same
+``steps.huggingface()`` / ``steps.keras()`` to the trainer, whose callback does that. The harness is the same
 :func:`~pytest_dlperf.child.measure.measure` that times a ``step=``: the marks are its steps.
 
 How: your loop runs in the main thread (as it would in your training: signal handlers, the
@@ -16,12 +16,13 @@ has what it needs, ``steps.done`` is true, marks return at once, and the callbac
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 import threading
 import time
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-from pytest_dlperf.child.measure import steps_needed
+from pytest_dlperf.child.measure import measure, steps_needed
 from pytest_dlperf.child.owncode import HarnessError
 from pytest_dlperf.child.usercode import UserCodeError, call, load
 from pytest_dlperf.result import HIGHER, LOWER
@@ -108,7 +109,8 @@ class Steps:
                                 "this step processed (its batch size, or its tokens)", "")
         if hasattr(loss, "detach"):
             loss = loss.detach()
-            if getattr(loss, "numel", lambda: 1)() != 1:
+        if hasattr(loss, "shape") and not isinstance(loss, numbers.Real):  # a torch or TensorFlow tensor
+            if _elements(loss.shape) != 1:
                 raise UserCodeError(f"steps.step(loss=...) got a tensor of shape {tuple(loss.shape)}; mark the "
                                     "step's loss, a scalar (e.g. the mean of per-sample losses)", "")
         elif loss is not None and (isinstance(loss, bool) or not isinstance(loss, numbers.Real)):
@@ -183,6 +185,23 @@ class Steps:
         from pytest_dlperf.child.callbacks import huggingface_callback
 
         return huggingface_callback(self, samples)
+
+    def keras(self, samples: int | None = None) -> Any:
+        """A Keras ``Callback`` for ``model.fit(..., callbacks=[...])``: marks each batch's optimizer step
+        (``on_train_batch_end``) with the loss Keras logs; stops the training when done.
+
+        ``samples``: what one batch holds, the ``batch_size`` you give ``fit`` (default the scenario's).
+        """
+        from pytest_dlperf.child.callbacks import keras_callback
+
+        return keras_callback(self, samples)
+
+
+def _elements(shape: Any) -> int:
+    count = 1
+    for size in tuple(shape):
+        count *= int(size)
+    return count
 
 
 class _LoopEnded(Exception):
@@ -288,3 +307,17 @@ def run(scenario: Scenario, loop: MarkedLoop, measure: Callable[[], Any]) -> Any
         raise HarnessError("the harness thread ended without a result")
     return outcome["result"]
 
+
+
+def train(scenario: Scenario, loop: MarkedLoop, progress: Any = None) -> tuple[Any, list[float], dict[str, Any]]:
+    """Your loop timed at its marks, for any framework's core: ``measure``'s metrics, losses and details."""
+    metrics, losses, details = run(scenario, loop, lambda: measure(loop, scenario, progress))
+    unit = loop.steps.unit
+    if unit is not None:
+        if not isinstance(unit, str) or not unit.strip() or "/" in unit:
+            raise UserCodeError(f"loop={scenario.loop!r}: steps.unit={unit!r} must name what a sample is, e.g. "
+                                "'tokens'", "")
+        metrics["throughput"] = dataclasses.replace(metrics["throughput"], unit=f"{unit.strip()}/s")
+    details["user_loop"] = {"loop": scenario.loop, "marked_steps": loop.steps.marked,
+                            "steps_needed": loop.steps.total}
+    return metrics, losses, details

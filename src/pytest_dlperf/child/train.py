@@ -38,7 +38,7 @@ STEP_CORES = {
     "mxnet": "pytest_dlperf.child.cores.mxnet_step",
 }
 #: The cores that run your own training loop (``Scenario.loop``), timed at the steps it marks.
-LOOP_CORES = {"torch": "pytest_dlperf.child.cores.torch_loop"}
+LOOP_CORES = {"torch": "pytest_dlperf.child.cores.torch_loop", "tensorflow": "pytest_dlperf.child.cores.tf_loop"}
 #: The module each framework is imported as (whether a core imported it before building).
 FRAMEWORK_MODULES = {"torch": "torch", "tensorflow": "tensorflow", "mxnet": "mxnet"}
 #: The built-in GPT-style language model (``model="gpt"``) has its own core.

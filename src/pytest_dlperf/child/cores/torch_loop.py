@@ -6,7 +6,6 @@ torchvision), the same harness and figures; the loop's marks are the harness's s
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import torch
@@ -14,8 +13,6 @@ import torch
 from pytest_dlperf.child import loop as marked
 from pytest_dlperf.child.cores.torch_base import base_environment
 from pytest_dlperf.child.cores.torch_step import prepare
-from pytest_dlperf.child.measure import measure
-from pytest_dlperf.child.usercode import UserCodeError
 from pytest_dlperf.scenario import Scenario
 
 
@@ -35,16 +32,7 @@ def build(scenario: Scenario) -> marked.MarkedLoop:
 
 def train(scenario: Scenario, progress: Any = None) -> tuple[Any, list[float], dict[str, Any], dict[str, Any]]:
     """Entry point used by the worker for ``framework='torch'`` with ``loop=``."""
-    loop = build(scenario)
-    metrics, losses, details = marked.run(scenario, loop, lambda: measure(loop, scenario, progress))
-    unit = loop.steps.unit
-    if unit is not None:
-        if not isinstance(unit, str) or not unit.strip() or "/" in unit:
-            raise UserCodeError(f"loop={scenario.loop!r}: steps.unit={unit!r} must name what a sample is, e.g. "
-                                "'tokens'", "")
-        metrics["throughput"] = dataclasses.replace(metrics["throughput"], unit=f"{unit.strip()}/s")
-    details["user_loop"] = {"loop": scenario.loop, "marked_steps": loop.steps.marked,
-                            "steps_needed": loop.steps.total}
+    metrics, losses, details = marked.train(scenario, build(scenario), progress)
     env = base_environment(scenario)
     env["channels_last"] = None  # the core does not choose your memory format
     return metrics, losses, details, env
