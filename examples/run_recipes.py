@@ -1,9 +1,10 @@
 """The recipes of docs/own-training-code.md, run as their users run them (examples/recipes): a plain PyTorch loop,
-a LightningModule with ``Trainer.fit``, a Hugging Face model with ``Trainer.train``.
+a LightningModule with ``Trainer.fit``, a Hugging Face model with ``Trainer.train``, a timm model over your own
+DataLoader, and a Keras model with ``model.fit``.
 
 Each recipe is copied into a temporary git repository (the project as its user has it, one commit) and goes
-through what docs/own-training-code.md tells its user to do, with this interpreter (which has torch, the
-trainers and pytest-dlperf):
+through what docs/own-training-code.md tells its user to do, with this interpreter (which has the recipe's
+framework, its trainer and pytest-dlperf):
 
 1. record: ``pytest --update-baselines`` writes ``baselines/<hardware-key>.json``;
 2. judge: ``pytest`` holds the run against that baseline (a wide tolerance: one recorded run on a shared CPU);
@@ -12,12 +13,15 @@ trainers and pytest-dlperf):
    HEAD: fails as "A/B slower".
 
 Tiny models and few rounds, so the whole run stays within minutes on a 2-core CPU. Usage:
-``python examples/run_recipes.py [RECIPE ...]``; ``KEEP=1`` keeps the temporary folder. A recipe whose trainer is
-not installed fails (install pytorch-lightning, transformers and accelerate), never skipped.
+``python examples/run_recipes.py [RECIPE ...]``; ``KEEP=1`` keeps the temporary folder. With no recipe named it
+runs the PyTorch ones (tox -e recipes); the Keras one needs TensorFlow's interpreter (tox -e recipes-tf runs
+``run_recipes.py keras`` in perf-tf's). A recipe whose trainer is not installed fails (install pytorch-lightning,
+transformers, accelerate and timm; tensorflow for keras), never skipped.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -29,12 +33,16 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent / "recipes"
-#: recipe -> (the module that holds SLOWDOWN, the workload name, the slowdown per step in seconds)
+#: recipe -> (the module that holds SLOWDOWN, the workload name, the slowdown per step in seconds, the module the
+#: recipe's framework is imported as)
 RECIPES = {
-    "plain": ("train_loop.py", "plain_mlp", 0.02),
-    "lightning": ("lit_model.py", "lit_mlp", 0.02),
-    "huggingface": ("hf_model.py", "hf_gpt2", 0.03),
+    "plain": ("train_loop.py", "plain_mlp", 0.02, "torch"),
+    "lightning": ("lit_model.py", "lit_mlp", 0.02, "torch"),
+    "huggingface": ("hf_model.py", "hf_gpt2", 0.03, "torch"),
+    "keras": ("keras_model.py", "keras_mlp", 0.02, "tensorflow"),
 }
+#: Run when no recipe is named: the ones this project's torch environment can run.
+DEFAULT = [name for name, (*_, framework) in RECIPES.items() if framework == "torch"]
 
 
 #: One process per side at a time and few pairs: a trainer's child takes seconds to start (importing Lightning or
@@ -64,7 +72,7 @@ def slow(module: Path, seconds: float) -> None:
 def pytest(project: Path, report: Path, *options: str) -> tuple[int, str, dict[str, str]]:
     """``pytest OPTIONS`` in the project as its user runs it: exit code, output, the dlperf properties."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("DLPERF_")}
-    environ.update(OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")
+    environ.update(OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1", TF_CPP_MIN_LOG_LEVEL="2")
     done = run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--junitxml={report}", *options],
                project, env=environ)
     properties = {}
@@ -77,7 +85,7 @@ def pytest(project: Path, report: Path, *options: str) -> tuple[int, str, dict[s
 
 
 def check_recipe(recipe: str, work: Path) -> list[str]:
-    module_name, workload, slowdown = RECIPES[recipe]
+    module_name, workload, slowdown, _ = RECIPES[recipe]
     project = work / recipe
     shutil.copytree(HERE / recipe, project)
     (project / ".gitignore").write_text("__pycache__/\nhf_out/\nlightning_logs/\n", encoding="utf-8")
@@ -114,11 +122,18 @@ def expect(text: str, wanted: str, what: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    recipes = argv or list(RECIPES)
+    recipes = argv or DEFAULT
     unknown = sorted(set(recipes) - set(RECIPES))
     if unknown:
         print(f"unknown recipe(s) {unknown}; known: {', '.join(RECIPES)}", file=sys.stderr)
         return 2
+    for recipe in recipes:
+        framework = RECIPES[recipe][3]
+        if importlib.util.find_spec(framework) is None:
+            print(f"the {recipe} recipe needs {framework}, which {sys.executable} does not have: run it with an "
+                  f"interpreter that does" + (" (tox -e recipes-tf)" if framework == "tensorflow" else ""),
+                  file=sys.stderr)
+            return 2
     work = Path(tempfile.mkdtemp(prefix="dlperf-recipes-"))
     results = []
     started = time.monotonic()
