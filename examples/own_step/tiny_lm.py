@@ -5,7 +5,7 @@ device, precision, seed) and times the step it returns. ``TINY_LM_SLOWDOWN`` (de
 each step that fraction longer (0.35: a step 35% slower, as an extra copy or a slower kernel would):
 the slowed variant CI uses to show a regression is caught. ``TINY_LM_EXTRA_COPY_MB`` (default 0) adds
 one copy of a tensor of that many megabytes to every step: work an instruction count sees (about 1% of
-the step's instructions at 18 MB, batch 16) where a timing on a shared machine cannot.
+the step's instructions at 18 MB, 3% at 54 MB, batch 16) where a timing on a shared machine cannot.
 """
 
 import os
