@@ -1,7 +1,9 @@
 """Self-tests drive pytest as a user would, so the runner's own DLPERF_* settings must not leak in.
 
 A user's or runner's DLPERF_TOLERANCE, say, would otherwise make a test of the ini file's precedence
-see the environment variable win, as designed.
+see the environment variable win, as designed. Nor may an xdist worker's PYTEST_XDIST_* (tox -e selftest
+runs most self-tests under pytest-xdist): a pytest that a test starts would take itself for a worker, and
+pytest-benchmark, for one, switches itself off in a worker.
 """
 
 import os
@@ -13,9 +15,14 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "slow: an end-to-end test of 15 s to 90 s on a 2-core VM; tox -e selftest-slow "
         "runs these, tox -e selftest (and so CI) the rest")
+    config.addinivalue_line(
+        "markers", "serial: must not run beside another test: it uses a machine-wide resource (network "
+        "namespaces, a Grid Engine cell, the CPU lock with a wait of seconds) or times something a concurrent "
+        "test would change; tox -e selftest runs the others two at a time (pytest-xdist), then these alone")
 
 
 @pytest.fixture(autouse=True)
 def _no_dlperf_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in [n for n in os.environ if n.startswith("DLPERF_") and n != "DLPERF_LOCK_DIR"]:
+    for name in [n for n in os.environ if (n.startswith("DLPERF_") and n != "DLPERF_LOCK_DIR")
+                 or n.startswith("PYTEST_XDIST_")]:
         monkeypatch.delenv(name)

@@ -402,6 +402,7 @@ def test_sleepy(dlperf):
 """
 
 
+@pytest.mark.serial  # verdicts on a step's time: a concurrent test changes them
 @pytest.mark.framework("torch")
 def test_compare_of_a_tolerance_marked_test_gives_the_verdicts_the_plugin_gave(pytester, capsys, monkeypatch):
     """Three recorded runs, then the step 20% and 300% longer under a 60% tolerance marker: ``dlperf compare``

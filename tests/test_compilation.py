@@ -101,6 +101,7 @@ class CompilingLoop:
         return self.events
 
 
+@pytest.mark.serial  # sleeps timed to within 50 ms
 def test_measure_times_the_first_step_and_the_warmups_excess_over_steady_state():
     s = scenario(warmup_steps=3, rounds=3, steps_per_round=2)
     metrics, _, details = measure(CompilingLoop(compile_s=0.3, step_s=0.01), s)

@@ -15,6 +15,8 @@ import pytest
 from pytest_dlperf.processes import devicelock
 from pytest_dlperf.processes.devicelock import DeviceLockTimeout, device_lock
 
+pytestmark = pytest.mark.serial  # waits for a lock timed in tenths of a second
+
 HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path

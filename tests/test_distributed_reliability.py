@@ -17,6 +17,8 @@ from pytest_dlperf.processes import distributed as dist
 from pytest_dlperf.processes.distributed import rendezvous, supervise
 from pytest_dlperf.processes.distributed.netns import unavailable_reason
 
+pytestmark = pytest.mark.serial  # network-namespace hosts, the CPU lock, and kills timed against the hang timeout
+
 CONFIG = dict(model="tiny_cnn", batch_size=4, image_size=8, num_classes=4, lr=0.05, momentum=0.9, seed=0,
               train_samples=64, steps=6, warmup_steps=0, rounds=1, threads=1, kvstore="dist_sync")
 HANG_TIMEOUT = 30.0

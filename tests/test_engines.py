@@ -20,6 +20,8 @@ from pytest_dlperf.processes import distributed as dist
 from pytest_dlperf.processes.distributed import engines
 from pytest_dlperf.processes.distributed.hosts import Host, read_hostfile
 
+pytestmark = pytest.mark.serial  # network-namespace hosts pinned to CPUs, Grid Engine cells, the CPU lock
+
 SSH_REASON = engines.unavailable_reason("ssh")
 MPI_REASON = engines.unavailable_reason("mpi")
 SLURM_REASON = engines.unavailable_reason("slurm")

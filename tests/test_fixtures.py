@@ -161,6 +161,7 @@ def test_distributed_fixture_gives_local_hosts_and_skips_a_launcher_it_cannot_ha
                                  "(--dlperf-hostfile PATH)*"])
 
 
+@pytest.mark.serial  # network namespaces
 @pytest.mark.skipif(unavailable_reason() is not None, reason=unavailable_reason() or "")
 def test_distributed_netns_hosts_exist_during_the_test_and_are_torn_down_after(pytester: pytest.Pytester,
                                                                                 tmp_path) -> None:

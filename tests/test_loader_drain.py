@@ -12,6 +12,8 @@ import pytest
 from pytest_dlperf.child import loaders
 from pytest_dlperf.scenario import Scenario
 
+pytestmark = pytest.mark.serial  # a loader's pace timed against sleeps of tenths of a second
+
 PRODUCE_SECONDS = 0.02
 
 

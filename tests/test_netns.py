@@ -11,6 +11,8 @@ import pytest
 from pytest_dlperf.processes.distributed import netns
 from pytest_dlperf.processes.distributed.netns import NetnsCluster, NetnsError
 
+pytestmark = pytest.mark.serial  # network namespaces and their bridge, and a bandwidth timed through tbf
+
 REASON = netns.unavailable_reason()
 needs_netns = pytest.mark.skipif(REASON is not None, reason=REASON or "")
 

@@ -23,6 +23,8 @@ from pytest_dlperf.protocol import ROUND_PREFIX
 from pytest_dlperf.processes.distributed.paced_job import paced_problem, run_paired_jobs
 from pytest_dlperf.child.rank import PACED, RankPacer, rank_pacer
 
+pytestmark = pytest.mark.serial  # jobs that hold the CPU lock for a whole paired group and time one worker against two
+
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (tox -e perf-torch)")
 
 CONFIG = dict(model="tiny_cnn", batch_size=4, image_size=8, num_classes=4, lr=0.05, momentum=0.9, seed=0,

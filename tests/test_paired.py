@@ -110,6 +110,7 @@ def test_generations_take_the_pairs_with_fresh_processes_one_set_after_the_other
         run_paired([variant("a"), variant("b")], generations=0, workdir=tmp_path)
 
 
+@pytest.mark.serial  # a ratio of sleeps of milliseconds
 def test_a_slower_variant_has_a_ratio_below_one_and_every_round_is_reported(tmp_path: Path) -> None:
     fast, slow = variant("fast", 0.004), variant("slow", 0.006)
     paired = run_paired([fast, slow], pairs=8, processes=2, workdir=tmp_path)

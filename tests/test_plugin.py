@@ -487,6 +487,7 @@ def test_crashing_child_fails_that_test_only(pytester: pytest.Pytester) -> None:
                                  "*last output of the child*", "*about to crash*"])
 
 
+@pytest.mark.serial  # its 3-s timeout also bounds its wait for the CPU lock another test may hold
 def test_hanging_child_is_killed_with_its_whole_group(pytester: pytest.Pytester) -> None:
     mark = f"hang-{os.getpid()}"
     prefix = ["python3", "-c", "import subprocess, time; subprocess.Popen(['sleep', '300']); "

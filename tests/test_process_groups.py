@@ -16,7 +16,8 @@ import pytest
 from pytest_dlperf.processes import groups
 from pytest_dlperf.processes.groups import kill_groups
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="process groups are POSIX")
+pytestmark = [pytest.mark.skipif(sys.platform == "win32", reason="process groups are POSIX"),
+              pytest.mark.serial]  # kills timed against a grace of tenths of a second
 
 SLEEP = "print(flush=True); import time; time.sleep(60)"  # says it is up, then waits to be killed
 IGNORE_TERM = "import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN); "

@@ -191,6 +191,7 @@ def test_data_wait(dlperf):
 """
 
 
+@pytest.mark.serial  # a 30-ms loader delay read back in its data wait
 @TORCH
 def test_a_loader_made_slower_raises_data_wait_by_its_delay(pytester: pytest.Pytester) -> None:
     project(pytester, DATA_TEST, my_loop=DATA_LOOP)
