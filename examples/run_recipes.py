@@ -39,14 +39,17 @@ RECIPES = {
     "plain": ("train_loop.py", "plain_mlp", 0.02, "torch"),
     "lightning": ("lit_model.py", "lit_mlp", 0.02, "torch"),
     "huggingface": ("hf_model.py", "hf_gpt2", 0.03, "torch"),
+    "timm": ("timm_model.py", "timm_resnet", 0.3, "torch"),
     "keras": ("keras_model.py", "keras_mlp", 0.02, "tensorflow"),
 }
+#: recipe -> a figure its judged run must report beside throughput
+FIGURE = {"timm": "data_wait"}
 #: Run when no recipe is named: the ones this project's torch environment can run.
 DEFAULT = [name for name, (*_, framework) in RECIPES.items() if framework == "torch"]
 
 
 #: One process per side at a time and few pairs: a trainer's child takes seconds to start (importing Lightning or
-#: transformers), and a slowdown of several times is decided in A/B mode's first two generations.
+#: transformers), and a slowdown of several times is decided in A/B mode's first few generations.
 SMALL_AB = ("--dlperf-processes=1", "--dlperf-pairs=6")
 
 
@@ -106,7 +109,9 @@ def check_recipe(recipe: str, work: Path) -> list[str]:
     case("record", 0, "--update-baselines")
     if not list((project / "baselines").glob("*.json")):
         raise Failed(f"{recipe} record: no baselines/<hardware-key>.json written")
-    output, _ = case("judge", 0, "--dlperf-tolerance=0.6")
+    output, props = case("judge", 0, "--dlperf-tolerance=0.6")
+    if recipe in FIGURE and FIGURE[recipe] not in props:
+        raise Failed(f"{recipe} judge: no {FIGURE[recipe]} figure in its report ({sorted(props)})")
     expect(output, f"{workload}", f"{recipe} judge")
     expect(output, "compared with baselines. 0 regressions.", f"{recipe} judge")
     case("A/A", 0, "--dlperf-reference-rev=HEAD", *SMALL_AB, "--dlperf-max-generations=2")
