@@ -137,7 +137,7 @@ def main() -> None:
     parser.add_argument("--gpu", action="store_true", help="train on the CUDA device (the test marked gpu)")
     parser.add_argument("--seconds", type=float, help="start no trial after this many seconds")
     parser.add_argument("--steps-per-round", type=int, help="the example's steps per round (10 as written)")
-    parser.add_argument("--threshold", type=float, help="--dlperf-ab-threshold (the plugin's default otherwise)")
+    parser.add_argument("--threshold", type=float, help="the ini key dlperf_ab_threshold (the plugin's default otherwise)")
     args = parser.parse_args()
     kinds = [k for k in args.kinds.split(",") if k]
     unknown = sorted(set(kinds) - set(KINDS))
@@ -163,7 +163,7 @@ def main() -> None:
             if args.seconds is not None and time.monotonic() - begun > args.seconds:
                 break
             t = trial(project, commits, kind, i,
-                      (f"--dlperf-ab-threshold={args.threshold}",) if args.threshold is not None else ())
+                      ("-o", f"dlperf_ab_threshold={args.threshold}") if args.threshold is not None else ())
             outcomes[kind].append(t)
             say(f"{kind:7s} {i:2d}  exit {t['exit']}  {t['ratio']:.4f}x {t['interval']}  {t['verdict']:12s} "
                 f"{t['pairs']:2d} process pairs  {t['seconds']:.0f} s")

@@ -198,7 +198,7 @@ def main() -> None:
     ap.add_argument("--history", type=int, default=3)
     ap.add_argument("--combinations", type=int, default=10, help="baseline choices per trial run")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--alpha", type=float, default=0.05, help="the run's family-wise level (--dlperf-alpha)")
+    ap.add_argument("--alpha", type=float, default=0.05, help="the run's family-wise level (ini dlperf_alpha)")
     ap.add_argument("--tolerance", type=float, default=0.10, help="the profile's tolerance (smoke 0.10, full 0.05)")
     ap.add_argument("--hardware", default="cpu-trials", help="a hardware key: gpu-... judges at the GPU priors")
     ap.add_argument("--each", action="store_true", help="every figure made worse in turn, leave-one-out")

@@ -50,7 +50,7 @@ DEFAULT = [name for name, (*_, framework) in RECIPES.items() if framework == "to
 
 #: One process per side at a time and few pairs: a trainer's child takes seconds to start (importing Lightning or
 #: transformers), and a slowdown of several times is decided in A/B mode's first few generations.
-SMALL_AB = ("--dlperf-processes=1", "--dlperf-pairs=6")
+SMALL_AB = ("-o", "dlperf_processes=1", "-o", "dlperf_pairs=6")
 
 
 class Failed(Exception):

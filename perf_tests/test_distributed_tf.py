@@ -41,7 +41,7 @@ MIN_TOP1 = 0.5
 #: about 25% below the lowest measured on the 2-core VMs (docs/evidence.md, "Data-parallel scaling");
 #: paired, it fails when stats.decide calls the per-worker ratio below the floor.
 MIN_EFFICIENCY = {"loopback": 0.54, "netns": 0.52}
-#: Pairs of timed rounds the 2 epochs split into (fixed: --dlperf-pairs would change how much a round trains).
+#: Pairs of timed rounds the 2 epochs split into (fixed: the ini key dlperf_pairs would change how much a round trains).
 PAIRS = 20
 RATE = "1gbit"
 CLAIM = ScalingClaim(min_efficiency=MIN_EFFICIENCY, accuracy_margin=ACCURACY_MARGIN, min_top1=MIN_TOP1,

@@ -44,7 +44,7 @@ MIN_TOP1 = 0.5
 MIN_EFFICIENCY = {"loopback": 0.35, "netns": 0.35}
 #: Pairs of timed rounds: each job's 2 epochs split into this many rounds (1 worker: 128 steps,
 #: 6 a round after 8 warm-up steps; 2 workers: 64 steps, 3 a round after 4), so it is fixed here,
-#: not taken from --dlperf-pairs, which would change how much each round trains.
+#: not taken from the ini key dlperf_pairs, which would change how much each round trains.
 PAIRS = 20
 RATE = "1gbit"
 #: Fair, compute-bound weak scaling on this host: each rank on a core of its own (``core_per_rank``;

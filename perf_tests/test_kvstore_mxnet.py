@@ -51,7 +51,7 @@ MIN_TOP1 = 0.5
 #: 2 ranks x 1 thread on a 2-core machine: about 25% below the lowest weak-scaling efficiency measured
 #: on the 2-core VMs (docs/evidence.md, "Data-parallel scaling").
 MIN_EFFICIENCY = {"loopback": 0.37, "netns": 0.37}
-#: Pairs of timed rounds the 2 epochs split into (fixed: --dlperf-pairs would change how much a round trains).
+#: Pairs of timed rounds the 2 epochs split into (fixed: the ini key dlperf_pairs would change how much a round trains).
 PAIRS = 20
 RATE = "1gbit"
 CLAIM = ScalingClaim(min_efficiency=MIN_EFFICIENCY, accuracy_margin=ACCURACY_MARGIN, min_top1=MIN_TOP1,

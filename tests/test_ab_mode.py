@@ -23,7 +23,7 @@ def test_train(dlperf):
 """
 #: Small groups: 8 pairs, two processes per side. Options whose value is a path take the ``=`` form:
 #: pytest picks its rootdir from every existing path among the arguments, option values included.
-FAST = ("--dlperf-pairs=8", "--dlperf-processes=2")
+FAST = ("-o", "dlperf_pairs=8", "-o", "dlperf_processes=2")
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
@@ -47,7 +47,7 @@ def test_same_environment_as_reference_passes_and_reports_the_ratio(pytester: py
     # measured this very A/A comparison at 1.941x [1.417, 2.689] (this VM: 0.90-1.29 over 8 runs).
     # bench/verdict_power.py --paired measures the false-alarm rate at the default 5% on real rounds; the
     # next test shows a slower candidate is called slower (a ratio inverted or a side not measured fails it).
-    result = run(pytester, f"--dlperf-reference={sys.executable}", "--dlperf-ab-threshold=0.5",
+    result = run(pytester, f"--dlperf-reference={sys.executable}", "-o", "dlperf_ab_threshold=0.5",
                  "--junitxml=report.xml")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([

@@ -33,7 +33,7 @@ def test_step(dlperf):
     dlperf.run(dlperf.scenario("torch", "mystep", step="mystep:make_step", batch_size=4, warmup_steps=2,
                                steps_per_round=4, intra_op_threads=1))
 """
-FAST = ("-p", "no:cacheprovider", "--dlperf-pairs=8", "--dlperf-processes=2")
+FAST = ("-p", "no:cacheprovider", "-o", "dlperf_pairs=8", "-o", "dlperf_processes=2")
 
 
 def git(pytester: pytest.Pytester, *args: str) -> None:

@@ -255,10 +255,10 @@ def test_group(dlperf):
     assert paired.results["a"].details["paired"]["processes"] == 4
     assert paired.ratio("b").n == 8
 """)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--dlperf-pairs=8", "--dlperf-processes=2",
-                                           "--dlperf-generations=2")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-o", "dlperf_pairs=8", "-o",
+                                           "dlperf_processes=2", "-o", "dlperf_generations=2")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*training interleaved, 8 pairs x 2 processes x 2 generations per variant*"])
-    bad = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--dlperf-generations=0")
+    bad = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-o", "dlperf_generations=0")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
-    bad.stderr.fnmatch_lines(["*--dlperf-generations*"])
+    bad.stderr.fnmatch_lines(["*ini key dlperf_generations = '0'*must be at least 1*"])

@@ -66,7 +66,6 @@ def test_options_are_in_one_group_with_help(pytester: pytest.Pytester) -> None:
         "*--baseline-dir*",
         "*--dlperf-profile*",
         "*--dlperf-tolerance*",
-        "*--dlperf-rounds*",
         "*--dlperf-timeout*",
     ])
 
@@ -75,7 +74,7 @@ def test_options_are_in_one_group_with_help(pytester: pytest.Pytester) -> None:
     (["--dlperf-profile=huge"], "*--dlperf-profile*'huge' is not a profile; use auto, smoke, full*"),
     (["--dlperf-tolerance=10"], "*--dlperf-tolerance*is a fraction*"),
     (["--dlperf-tolerance=abc"], "*--dlperf-tolerance*'abc' is not a number*"),
-    (["--dlperf-rounds=0"], "*--dlperf-rounds*must be at least 1*"),
+    (["-o", "dlperf_rounds=0"], "*ini key dlperf_rounds = '0'*must be at least 1*"),
     (["--dlperf-measure=cycles"], "*--dlperf-measure*'cycles' is not a measure; use time or instructions*"),
     (["--dlperf-launcher=pbs"], "*--dlperf-launcher*'pbs' is not a launcher; use one of: local, ssh, mpi, slurm*"),
     (["--dlperf-launcher=ssh"], "*--dlperf-launcher ssh needs --dlperf-hostfile PATH*"),

@@ -106,9 +106,9 @@ def test_the_options_are_listed_without_importing_the_heavy_parts(pytester: pyte
     _, without = _held(pytester, "--help", "-p", "no:dlperf")
     result, held = _held(pytester, "--help")
     assert result.ret == 0
-    result.stdout.fnmatch_lines(["*--dlperf-pairs=*",
+    result.stdout.fnmatch_lines(["*dlperf_pairs (string)*",
                                  "*interleaved pairs of rounds in a paired comparison (default 20;*",
-                                 "*--dlperf-processes=*",
+                                 "*dlperf_processes (string)*",
                                  "*per variant in a paired comparison (default 2 on CPU, 1 on GPU*"])
     assert held["plugin"]
     assert sorted(set(held["heavy"]) - set(without["heavy"])) == []

@@ -256,8 +256,8 @@ def test_your_step_in_a_b_mode_runs_under_both_interpreters(pytester: pytest.Pyt
     """Paired children (``--paced``) import your step too, the reference interpreter's included."""
     project(pytester, STEP_TEST.replace("dlperf.check(run)\n", "dlperf.check(run)\n    return\n"),
             tiny_model=STEP_MODULE)
-    result = run(pytester, "proj", "--dlperf-pairs=4", "--dlperf-processes=1", f"--dlperf-reference={sys.executable}",
-                 "--dlperf-ab-threshold=0.9", "--junitxml=report.xml")
+    result = run(pytester, "proj", "-o", "dlperf_pairs=4", "-o", "dlperf_processes=1",
+                 f"--dlperf-reference={sys.executable}", "-o", "dlperf_ab_threshold=0.9", "--junitxml=report.xml")
     result.assert_outcomes(passed=1)
     (test,) = read_reports([pytester.path / "report.xml"])
     assert "tiny_mlp" in test.ab and float(test.ab["tiny_mlp"]["ab_ratio"]) > 0

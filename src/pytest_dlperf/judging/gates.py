@@ -96,7 +96,7 @@ class Policy:
     marked: Callable[[str], float | None] | None = None
     #: ``dlperf.check(tolerance=)``: wins over the others.
     explicit: float | None = None
-    #: The run's error budget (``--dlperf-alpha``) and the figures its checks share it over.
+    #: The run's error budget (the ini key ``dlperf_alpha``) and the figures its checks share it over.
     alpha: float = FAMILY_ALPHA
     family: int = 1
 

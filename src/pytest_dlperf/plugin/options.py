@@ -2,7 +2,9 @@
 
 Precedence: command line, then environment variable (the option's dest in capitals, e.g.
 ``DLPERF_TOLERANCE``), then ini file, then the default. Bad values are pytest
-usage errors that name the option and what it accepts.
+usage errors that name the option and what it accepts. Settings a run rarely changes (the error budget,
+timed rounds, the pairing design of a paired comparison, A/B mode's threshold) are ini keys and environment
+variables only (``-o dlperf_pairs=8`` on one command line): the command line keeps twelve options.
 """
 
 from __future__ import annotations
@@ -105,8 +107,8 @@ def _measure(text: str) -> str:
     return text
 
 
-#: option name, dest, ini key, converter, help
-OPTIONS: list[tuple[str, str, str, Callable[[str], Any], str]] = [
+#: option name (None: an ini key and environment variable only), dest, ini key, converter, help
+OPTIONS: list[tuple[str | None, str, str, Callable[[str], Any], str]] = [
     ("--baseline-dir", "dlperf_baseline_dir", "dlperf_baseline_dir", str,
      "folder of baseline JSON files (default: baselines/ at the rootdir)"),
     ("--dlperf-profile", "dlperf_profile", "dlperf_profile", _profile,
@@ -115,26 +117,26 @@ OPTIONS: list[tuple[str, str, str, Callable[[str], Any], str]] = [
     ("--dlperf-tolerance", "dlperf_tolerance", "dlperf_tolerance", _tolerance,
      "relative change allowed before a metric is a regression, e.g. 0.1 "
      f"(default {DEFAULT_TOLERANCE['smoke']} for smoke, {DEFAULT_TOLERANCE['full']} for full)"),
-    ("--dlperf-alpha", "dlperf_alpha", "dlperf_alpha", _alpha,
+    (None, "dlperf_alpha", "dlperf_alpha", _alpha,
      f"the chance that a run with no change fails anywhere, over every figure it judges (default "
      f"{DEFAULT_ALPHA}); a suite split over several pytest runs gives each its share"),
     ("--dlperf-measure", "dlperf_measure", "dlperf_measure", _measure,
      "time (the default) or instructions: count each step's instructions under Valgrind instead of timing it, "
      "a figure that does not drift (docs/instructions.md); scenarios that cannot be counted skip"),
-    ("--dlperf-rounds", "dlperf_rounds", "dlperf_rounds", _positive_int,
+    (None, "dlperf_rounds", "dlperf_rounds", _positive_int,
      "timed rounds per scenario, after warm-up (default: the profile's)"),
     ("--dlperf-launcher", "dlperf_launcher", "dlperf_launcher", _launcher,
-     "where distributed jobs run their ranks: local (default), ssh, mpi (mpirun) or slurm (srun); "
-     "the last three read --dlperf-hostfile"),
+     "where distributed jobs run their ranks: local (default), ssh, mpi (mpirun), slurm (srun) or sge (qrsh); "
+     "all but local read --dlperf-hostfile"),
     ("--dlperf-hostfile", "dlperf_hostfile", "dlperf_hostfile", str,
      "hosts for the ssh/mpi/slurm launchers: one [user@]host[:port] [slots=N] per line"),
-    ("--dlperf-pairs", "dlperf_pairs", "dlperf_pairs", _positive_int,
+    (None, "dlperf_pairs", "dlperf_pairs", _positive_int,
      f"interleaved pairs of rounds in a paired comparison (default {DEFAULT_PAIRS}; rounded up to whole "
      "blocks of 2 x processes)"),
-    ("--dlperf-processes", "dlperf_processes", "dlperf_processes", _positive_int,
+    (None, "dlperf_processes", "dlperf_processes", _positive_int,
      f"persistent processes per variant in a paired comparison (default {DEFAULT_PROCESSES} on CPU, 1 on GPU, "
      "where every process's memory must fit at once)"),
-    ("--dlperf-generations", "dlperf_generations", "dlperf_generations", _positive_int,
+    (None, "dlperf_generations", "dlperf_generations", _positive_int,
      "successive sets of fresh processes that share a paired comparison's pairs (default 1): "
      "processes x generations processes per variant, only processes of them resident at once"),
     ("--dlperf-max-generations", "dlperf_max_generations", "dlperf_max_generations", _positive_int,
@@ -150,7 +152,7 @@ OPTIONS: list[tuple[str, str, str, Callable[[str], Any], str]] = [
      "also runs on your code as it is there, in a worktree the plugin adds and removes, interleaved with the "
      "working tree's, and the test fails when the working tree is slower (with --dlperf-reference: that "
      "interpreter runs the revision)"),
-    ("--dlperf-ab-threshold", "dlperf_ab_threshold", "dlperf_ab_threshold", _tolerance,
+    (None, "dlperf_ab_threshold", "dlperf_ab_threshold", _tolerance,
      f"A/B mode: slowdown of candidate vs reference throughput that fails a test (default {DEFAULT_AB_THRESHOLD})"),
     ("--dlperf-timeout", "dlperf_timeout", "dlperf_timeout", _positive_float,
      "seconds one scenario may run before its child is killed "
@@ -170,7 +172,8 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("dlperf_require_baselines", type="bool", default=False,
                   help="fail a test whose figures have no baseline on this machine")
     for flag, dest, ini, convert, help_text in OPTIONS:
-        group.addoption(flag, dest=dest, type=convert, default=None, help=help_text)
+        if flag is not None:
+            group.addoption(flag, dest=dest, type=convert, default=None, help=help_text)
         parser.addini(ini, help=help_text, default=None)
 
 
@@ -203,8 +206,8 @@ class Options(NamedTuple):
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> "Options":
-        def get(dest: str, ini: str, convert: Callable[[str], Any]) -> Any:
-            value = config.getoption(dest)
+        def get(flag: str | None, dest: str, ini: str, convert: Callable[[str], Any]) -> Any:
+            value = config.getoption(dest) if flag is not None else None
             if value is not None:
                 return value
             env = dest.upper()
@@ -221,7 +224,7 @@ class Options(NamedTuple):
             except argparse.ArgumentTypeError as exc:
                 raise pytest.UsageError(f"ini key {ini} = {raw!r}: {exc}") from None
 
-        values = {dest: get(dest, ini, convert) for _, dest, ini, convert, _ in OPTIONS}
+        values = {dest: get(flag, dest, ini, convert) for flag, dest, ini, convert, _ in OPTIONS}
         profile = values["dlperf_profile"] or "auto"
         if profile == "auto":
             profile = "full" if gpus() else "smoke"

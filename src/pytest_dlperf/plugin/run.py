@@ -149,7 +149,7 @@ class DlperfRun:
         is held for the whole group. ``build_one_at_a_time``: each child builds and warms up alone
         (compiled scenarios: their compile time is measured without the other children's load);
         None: :func:`pytest_dlperf.processes.paired.build_width` chooses (one or two at a time on CPU, all on GPU).
-        ``generations`` (default ``--dlperf-generations``): successive sets of fresh processes;
+        ``generations`` (default: the ini key ``dlperf_generations``): successive sets of fresh processes;
         ``decided`` (e.g. :func:`pytest_dlperf.judging.stats.decided_at`): one more generation at a time while
         the ratios are not decided, up to ``max_generations`` (default ``--dlperf-max-generations``)
         (:func:`pytest_dlperf.processes.paired.run_paired`). A generation's pairs stay ``pairs``' share.
