@@ -431,32 +431,6 @@ def test_compare_of_a_tolerance_marked_test_gives_the_verdicts_the_plugin_gave(p
     assert seen["0.2"] in ("ok", "inconclusive") and seen["3"] == "regression"
 
 
-# --- plot --------------------------------------------------------------------------------------
-
-def test_plot_draws_throughput_speedup_and_scaling_charts(tmp_path, capsys):
-    pytest.importorskip("matplotlib", reason="dlperf plot needs matplotlib")
-    report = write_report(tmp_path / "r.xml", [amp_case(verdicts=("regression", "improvement")), scaling_case()])
-    code, out, err = run(capsys, "plot", str(report), "--out", str(tmp_path / "plots"))
-    assert code == 0, err
-    names = sorted(Path(line).name for line in out.split())
-    assert names == ["deltas-test_fake.png", "scaling-test_distributed.png", "speedups-test_fake.png"]
-    for name in names:
-        data = (tmp_path / "plots" / name).read_bytes()
-        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
-
-
-def test_plot_without_matplotlib_says_how_to_get_it(tmp_path, capsys, monkeypatch):
-    from pytest_dlperf import reports
-
-    monkeypatch.delitem(sys.modules, "pytest_dlperf.reports.plots", raising=False)
-    monkeypatch.delattr(reports, "plots", raising=False)
-    monkeypatch.setitem(sys.modules, "matplotlib", None)
-    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
-    report = write_report(tmp_path / "r.xml", [amp_case()])
-    code, _, err = run(capsys, "plot", str(report), "--out", str(tmp_path / "plots"))
-    assert code == 2 and "pip install matplotlib" in err
-
-
 # --- bad input ---------------------------------------------------------------------------------
 
 def bad_inputs(tmp_path: Path) -> dict[str, tuple[Path, str]]:
@@ -474,14 +448,13 @@ def bad_inputs(tmp_path: Path) -> dict[str, tuple[Path, str]]:
 
 
 @pytest.mark.parametrize("kind", ["missing", "not-xml", "not-junit", "no-dlperf"])
-@pytest.mark.parametrize("command", ["summary", "compare", "plot", "merge"])
+@pytest.mark.parametrize("command", ["summary", "compare", "merge"])
 def test_bad_input_is_one_clear_line_and_exit_2(tmp_path, capsys, command, kind):
     path, expected = bad_inputs(tmp_path)[kind]
     good = write_report(tmp_path / "good.xml", [amp_case()])
     argv = {
         "summary": ["summary", str(path)],
         "compare": ["compare", str(good), str(path)],
-        "plot": ["plot", str(path), "--out", str(tmp_path / "plots")],
         "merge": ["merge", str(tmp_path / "m.xml"), str(good), str(path)],
     }[command]
     code, _, err = run(capsys, *argv)
@@ -578,11 +551,10 @@ def all_skipped_report(path: Path, reason: str = GPU_SKIP) -> Path:
                                for i in range(3)])
 
 
-@pytest.mark.parametrize("command", ["summary", "plot", "html"])
+@pytest.mark.parametrize("command", ["summary", "html"])
 def test_a_report_where_every_test_was_skipped_is_accepted_and_says_why(tmp_path, capsys, command):
     report = all_skipped_report(tmp_path / "mxnet.xml")
-    argv = {"summary": ["summary", str(report)], "plot": ["plot", str(report), "--out", str(tmp_path / "p")],
-            "html": ["html", str(report), "--out", str(tmp_path / "h")]}[command]
+    argv = {"summary": ["summary", str(report)], "html": ["html", str(report), "--out", str(tmp_path / "h")]}[command]
     code, out, err = run(capsys, *argv)
     assert code == 0, err
     text = (tmp_path / "h" / "index.html").read_text(encoding="utf-8") if command == "html" else out
@@ -693,14 +665,11 @@ def test_merge_refuses_to_overwrite_an_existing_output_unless_forced(tmp_path, c
     assert code == 0 and read_reports([out])[0].metrics
 
 
-def test_plot_and_compare_history_accept_folders(tmp_path, capsys):
-    pytest.importorskip("matplotlib", reason="dlperf plot needs matplotlib")
+def test_compare_history_accepts_folders(tmp_path, capsys):
     runs = tmp_path / "runs"
     for i, fp32 in enumerate((99.0, 101.0)):
         (runs / str(i)).mkdir(parents=True)
         write_report(runs / str(i) / "torch.xml", [amp_case(fp32=fp32)])
-    code, out, err = run(capsys, "plot", str(runs / "0"), "--out", str(tmp_path / "plots"))
-    assert code == 0 and "deltas-test_fake.png" in out, err
     old, new = runs / "0" / "torch.xml", runs / "1" / "torch.xml"
     code, by_folder, err = run(capsys, "compare", str(old), str(new), "--history", str(runs))
     assert code == 0, err

@@ -1,12 +1,12 @@
-"""``dlperf``: merge, summarise, compare, plot and render as HTML the JUnit reports of pytest-dlperf runs.
+"""``dlperf``: merge, summarise, compare and render as HTML the JUnit reports of pytest-dlperf runs.
 
     dlperf merge OUT.xml IN.xml [IN.xml ...] [--force]   --force: replace an existing OUT.xml
     dlperf summary REPORT.xml|DIR [...] [--output FILE]  Markdown, e.g. >> $GITHUB_STEP_SUMMARY
                    [--brief [--link URL]]               the verdict only, short enough for a PR comment
     dlperf compare OLD.xml NEW.xml [--threshold 0.05]    exit 1 when a metric got worse (the tests' rule)
                    [--history REPORT.xml|DIR ...]       earlier runs: each figure's run-to-run noise
-    dlperf plot REPORT.xml|DIR [...] --out DIR           PNG charts (needs matplotlib)
-    dlperf html REPORT.xml|RUNDIR [...] --out DIR        one self-contained page, with history over runs
+    dlperf html REPORT.xml|RUNDIR [...] --out DIR        one self-contained page, charts (with matplotlib)
+                                                         and history over runs
                 [--history REPORT.xml|DIR|BASELINE.json ...]  plus change points over those runs
     dlperf history REPORT.xml|DIR|BASELINE.json [...]    each figure's change points over runs
     dlperf record [--baseline-dir DIR] [--estimate-from REPORT.xml|DIR ...] [-- COMMAND ...]
@@ -15,8 +15,8 @@
                                                          its recorded runs; run it again to resume
 
 This module parses the arguments and writes the output; each command's work is in a module of its own:
-:mod:`.junit` (merge), :mod:`.summary` and :mod:`.brief`, :mod:`.compare`, :mod:`.plots`, :mod:`.html_report`,
-:mod:`.history`, :mod:`.recording` (record).
+:mod:`.junit` (merge), :mod:`.summary` and :mod:`.brief`, :mod:`.compare`, :mod:`.html_report` (its charts:
+:mod:`.plots`), :mod:`.history`, :mod:`.recording` (record).
 
 Exit codes: 0 fine, 1 ``compare`` found a metric worse than the tolerance, 2 bad input; ``record`` exits with
 a failed recording's own status.
@@ -36,7 +36,6 @@ from pytest_dlperf.judging.baselines import RECORDINGS, BaselineFileError
 from pytest_dlperf.reports import history, recording
 from pytest_dlperf.reports.brief import brief_markdown
 from pytest_dlperf.reports.changepoints import MAX_PVALUE
-from pytest_dlperf.reports.combine import all_skipped, skipped_note
 from pytest_dlperf.reports.compare import compare
 from pytest_dlperf.reports.cost import cost_markdown, costs_of
 from pytest_dlperf.reports.html_report import write as write_html
@@ -111,27 +110,6 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
     regressions = compare(args.old, args.new, args.threshold, [str(p) for p in expand(args.history)], out)
     return EXIT_REGRESSION if regressions else EXIT_OK
 
-
-# --- plot ----------------------------------------------------------------------------------------
-
-def cmd_plot(args: argparse.Namespace, out: TextIO) -> int:
-    tests = read_reports(expand(args.reports))
-    try:
-        from pytest_dlperf.reports import plots  # imports matplotlib, an optional dependency
-    except ImportError as exc:
-        raise ReportError(f"dlperf plot needs matplotlib ({exc}); install it with: pip install matplotlib") from None
-    outdir = Path(args.out)
-    if outdir.exists() and not outdir.is_dir():
-        raise ReportError(f"{outdir}: exists and is not a directory")
-    outdir.mkdir(parents=True, exist_ok=True)
-    written = plots.draw_all(tests, outdir)
-    for source, reasons in all_skipped(tests).items():
-        print(skipped_note(source, reasons), file=out)
-    if not written:
-        print(f"no throughput, speedup or scaling figures in {', '.join(args.reports)}: nothing to plot", file=out)
-    for path in written:
-        print(path, file=out)
-    return EXIT_OK
 
 
 # --- html ----------------------------------------------------------------------------------------
@@ -209,8 +187,8 @@ _FOLDERS = "reports, or folders of them (every *.xml under it)"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dlperf", description="Merge, summarise, compare and plot the JUnit "
-                                     "XML reports of pytest-dlperf runs (pytest --junitxml=FILE).")
+    parser = argparse.ArgumentParser(prog="dlperf", description="Merge, summarise, compare and render as HTML the "
+                                     "JUnit XML reports of pytest-dlperf runs (pytest --junitxml=FILE).")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -242,10 +220,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the tolerance, as pytest --dlperf-tolerance: a change must exceed it (widened by "
                    "the noise of the rounds, as the tests widen it) to count (default 0.05 = 5%%)")
     p.set_defaults(func=cmd_compare)
-
-    p = _reading(sub, "plot", "PNG charts: throughput against baseline, speedup and scaling curves", cmd_plot,
-                 "REPORT.xml|DIR", _FOLDERS)
-    _out_option(p, "the PNG files")
 
     p = _reading(sub, "html", "one self-contained HTML page: summary, regressions first, tables, charts and, "
                  "given several runs, each figure's history", cmd_html, "REPORT.xml|RUNDIR",

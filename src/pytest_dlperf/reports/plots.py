@@ -1,4 +1,4 @@
-"""Charts of a report's figures (``dlperf plot``, ``dlperf html``). Needs matplotlib; only this module imports it.
+"""Charts of a report's figures (``dlperf html``). Needs matplotlib; only this module imports it.
 
 - ``deltas-<file>.png``, one per test file (and framework, where a file ran several): every figure
   judged against a baseline, as its change from the baseline in percent (whiskers: half the
@@ -68,10 +68,6 @@ class Chart:
         self.figure.savefig(buffer, format="png")
         return buffer.getvalue()
 
-    def save(self, outdir: Path) -> Path:
-        path = outdir / self.name
-        self.figure.savefig(path)
-        return path
 
 
 def _safe(text: str) -> str:
@@ -360,7 +356,3 @@ def charts(tests: Sequence[TestRecord]) -> list[Chart]:
                                  f"{group}: scaling" + (f" on {', '.join(hw)}" if hw else "")))
     return out
 
-
-def draw_all(tests: Sequence[TestRecord], outdir: Path) -> list[Path]:
-    """Every chart the report has figures for, written to ``outdir``; the paths written."""
-    return [chart.save(outdir) for chart in charts(tests)]
