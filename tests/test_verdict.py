@@ -305,3 +305,6 @@ def test_the_summary_lists_what_inconclusive_figures_could_hide() -> None:
     # the precision line names figures whose bound (caught half the time) is past their tolerance
     noisy = verdict(97.0, spread=Spread(0.05, 10.0), alpha=0.001)
     assert precision_lines([narrow]) == [] and "19 times in 20 (half the time at" in precision_lines([noisy])[0]
+    # a tolerance under 1% is printed as asked, not rounded to 0%
+    counted = verdict(97.0, spread=Spread(0.05, 10.0), alpha=0.001, tolerance=0.005)
+    assert "(asked 0.5%)" in precision_lines([counted])[0] and "(asked 10%)" in precision_lines([noisy])[0]

@@ -114,7 +114,7 @@ def precision_lines(verdicts: list[Verdict], limit: int = 5) -> list[str]:
     if not wide:
         return []
     shown = ", ".join(f"{_short(v.test, v.label)} {v.metric} {catch_text(v.gate, v.gate_half)} "
-                      f"(asked {v.tolerance:.0%})" for v in wide[:limit])
+                      f"(asked {v.tolerance * 100:.2g}%)" for v in wide[:limit])
     more = f" and {len(wide) - limit} more" if len(wide) > limit else ""
     return [f"{count(len(wide), 'figure')} can only detect a change larger than asked, by this machine's "
             f"run-to-run noise: {shown}{more}. More recorded runs (--update-baselines on quiet runs) narrow a "
