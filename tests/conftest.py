@@ -12,6 +12,11 @@ import pytest
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # pytester unloads after each test the modules the test imported, and numpy's extensions cannot be
+    # loaded twice in one process: loaded first inside a pytester test (dlperf compare, in-process), scipy's
+    # stats left numpy.fft half gone, and every later in-process judgement failed to import it. Loaded here,
+    # before any test, they stay, whichever tests a run (or an xdist worker) takes first.
+    import scipy.stats  # noqa: F401
     config.addinivalue_line(
         "markers", "slow: an end-to-end test of 15 s to 90 s on a 2-core VM; tox -e selftest-slow "
         "runs these, tox -e selftest (and so CI) the rest")
