@@ -137,7 +137,8 @@ def main() -> None:
     parser.add_argument("--gpu", action="store_true", help="train on the CUDA device (the test marked gpu)")
     parser.add_argument("--seconds", type=float, help="start no trial after this many seconds")
     parser.add_argument("--steps-per-round", type=int, help="the example's steps per round (10 as written)")
-    parser.add_argument("--threshold", type=float, help="the ini key dlperf_ab_threshold (the plugin's default otherwise)")
+    parser.add_argument("--threshold", type=float,
+                        help="the ini key dlperf_ab_threshold (the plugin's default otherwise)")
     args = parser.parse_args()
     kinds = [k for k in args.kinds.split(",") if k]
     unknown = sorted(set(kinds) - set(KINDS))
