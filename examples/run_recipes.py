@@ -36,7 +36,7 @@ HERE = Path(__file__).resolve().parent / "recipes"
 #: recipe -> (the module that holds SLOWDOWN, the workload name, the slowdown per step in seconds, the module the
 #: recipe's framework is imported as)
 RECIPES = {
-    "plain": ("train_loop.py", "plain_mlp", 0.02, "torch"),
+    "plain": ("train_loop.py", "plain_mlp", 0.002, "torch"),
     "lightning": ("lit_model.py", "lit_mlp", 0.02, "torch"),
     "huggingface": ("hf_model.py", "hf_gpt2", 0.03, "torch"),
     "timm": ("timm_model.py", "timm_resnet", 0.3, "torch"),
