@@ -17,6 +17,7 @@ has what it needs, ``steps.done`` is true, marks return at once, and the callbac
 from __future__ import annotations
 
 import dataclasses
+import math
 import numbers
 import threading
 import time
@@ -110,7 +111,7 @@ class Steps:
         if hasattr(loss, "detach"):
             loss = loss.detach()
         if hasattr(loss, "shape") and not isinstance(loss, numbers.Real):  # a torch or TensorFlow tensor
-            if _elements(loss.shape) != 1:
+            if math.prod(int(size) for size in tuple(loss.shape)) != 1:
                 raise UserCodeError(f"steps.step(loss=...) got a tensor of shape {tuple(loss.shape)}; mark the "
                                     "step's loss, a scalar (e.g. the mean of per-sample losses)", "")
         elif loss is not None and (isinstance(loss, bool) or not isinstance(loss, numbers.Real)):
@@ -195,13 +196,6 @@ class Steps:
         from pytest_dlperf.child.callbacks import keras_callback
 
         return keras_callback(self, samples)
-
-
-def _elements(shape: Any) -> int:
-    count = 1
-    for size in tuple(shape):
-        count *= int(size)
-    return count
 
 
 class _LoopEnded(Exception):
@@ -306,7 +300,6 @@ def run(scenario: Scenario, loop: MarkedLoop, measure: Callable[[], Any]) -> Any
     if "result" not in outcome:
         raise HarnessError("the harness thread ended without a result")
     return outcome["result"]
-
 
 
 def train(scenario: Scenario, loop: MarkedLoop, progress: Any = None) -> tuple[Any, list[float], dict[str, Any]]:
