@@ -6,8 +6,10 @@ Each recipe is copied into a temporary git repository (the project as its user h
 through what docs/own-training-code.md tells its user to do, with this interpreter (which has the recipe's
 framework, its trainer and pytest-dlperf):
 
-1. record: ``pytest --update-baselines`` writes ``baselines/<hardware-key>.json``;
-2. judge: ``pytest`` holds the run against that baseline (a wide tolerance: one recorded run on a shared CPU);
+1. record: ``pytest --update-baselines``, three times, writes ``baselines/<hardware-key>.json``: a tiny model's
+   throughput moves by up to 40% from one process to the next on a shared 2-core CPU, and three recorded runs
+   put that spread in the gate, where one run left it unknown and a judged run fell outside it;
+2. judge: ``pytest`` holds the run against that baseline (a wide tolerance besides);
 3. A/A: ``pytest --dlperf-reference-rev=HEAD``, nothing changed: passes;
 4. slowed: the working tree made slower (``SLOWDOWN`` seconds of extra work per step, uncommitted) against
    HEAD: fails as "A/B slower".
@@ -51,6 +53,8 @@ DEFAULT = [name for name, (*_, framework) in RECIPES.items() if framework == "to
 #: One process per side at a time and few pairs: a trainer's child takes seconds to start (importing Lightning or
 #: transformers), and a slowdown of several times is decided in A/B mode's first few generations.
 SMALL_AB = ("-o", "dlperf_processes=1", "-o", "dlperf_pairs=6")
+#: Recorded runs before the judged one (the module's docstring says why three).
+RECORDINGS = 3
 
 
 class Failed(Exception):
@@ -106,7 +110,8 @@ def check_recipe(recipe: str, work: Path) -> list[str]:
                      f"{props.get('ab_verdict', '-'):12} {time.monotonic() - started:5.1f} s")
         return output, props
 
-    case("record", 0, "--update-baselines")
+    for _ in range(RECORDINGS):
+        case("record", 0, "--update-baselines")
     if not list((project / "baselines").glob("*.json")):
         raise Failed(f"{recipe} record: no baselines/<hardware-key>.json written")
     output, props = case("judge", 0, "--dlperf-tolerance=0.6")
