@@ -121,8 +121,8 @@ def test_summary_shows_each_metric_with_unit_baseline_delta_and_verdict(tmp_path
     report = write_report(tmp_path / "r.xml", [amp_case(fp32=90.0, verdicts=("regression", "ok"))])
     code, out, err = run(capsys, "summary", str(report))
     assert code == 0 and err == ""
-    assert "| fp32 | throughput | 90 (IQR 4) | img/s | 100 | -10.0% | 🔴 regression |" in out
-    assert "| amp_bf16 | throughput | 210 (IQR 6) | img/s | 200 | +5.0% | ok |" in out
+    assert "| fp32 | throughput | 90 (IQR 4) | samples/s | 100 | -10.0% | 🔴 regression |" in out
+    assert "| amp_bf16 | throughput | 210 (IQR 6) | samples/s | 200 | +5.0% | ok |" in out
     assert "| fp32 | achieved_tflops | 0.12 | TFLOP/s | - | - | recorded |" in out
     assert "`perf_tests/test_fake.py::test_amp[resnet18]` on `cpu-test-4cpu`" in out
     assert "- **fp32**: torch/resnet18 fp32 on cpu, batch 16" in out
@@ -192,7 +192,7 @@ def test_compare_exits_1_when_throughput_fell_beyond_its_noise(tmp_path, capsys)
     code, out, _ = run(capsys, "compare", str(old), str(new), *history_of(tmp_path))
     assert code == 1
     row = next(line for line in out.splitlines() if "::fp32" in line and " throughput " in line)
-    assert "100 img/s" in row and "90 img/s" in row and "-10.0%" in row and "REGRESSION" in row
+    assert "100 samples/s" in row and "90 samples/s" in row and "-10.0%" in row and "REGRESSION" in row
     assert "1 regression," in out
 
 
@@ -512,7 +512,7 @@ def test_a_report_written_by_pytest_is_summarised_and_compared(pytester, tmp_pat
     assert code == 0, _
     assert "**2 tests**: 1 passed, 1 failed" in out
     assert "1 regression, 1 improvement, 0 missing baselines" in out
-    assert "| fp32 | throughput | 80 (IQR 2) | img/s | 100 | -20.0% | 🔴 regression |" in out
+    assert "| fp32 | throughput | 80 (IQR 2) | samples/s | 100 | -20.0% | 🔴 regression |" in out
     assert ("- `test_fake_perf.py::test_fake_throughput[80.0]`: AssertionError: regression: fp32 throughput "
             "80 samples/s vs baseline 100 (-20.0%)") in out
 
@@ -642,7 +642,7 @@ def test_summary_brief_of_a_folder_is_the_verdict_with_a_link(tmp_path, capsys):
     assert code == 0, err
     assert out.splitlines()[:3] == full.splitlines()[:3] and out.splitlines()[2].startswith("**FAILED: 1 regression")
     assert "<br>fp32 throughput<br>paired: amp_vs_fp32 speedup" in out
-    assert "| 90\u00a0img/s | 100\u00a0img/s | **-10.0%** |" in out
+    assert "| 90\u00a0samples/s | 100\u00a0samples/s | **-10.0%** |" in out
     assert out.endswith("Full report: https://ci.example/runs/7\n") and "### `" not in out  # no per-test tables
 
 

@@ -61,7 +61,7 @@ def test_the_newest_run_in_detail_regressions_first_and_every_figure_s_history(t
     assert "regression: fp32 throughput 80 samples/s vs baseline 100 (-20.0%)" in attention
     # every row on one machine: its key said once above the table, not in a column
     assert "All on cpu-test-4cpu . test scenario metric" in attention
-    assert "test_amp[resnet18] fp32 throughput 80 img/s IQR 4 100 img/s -20.0%" in attention
+    assert "test_amp[resnet18] fp32 throughput 80 samples/s IQR 4 100 samples/s -20.0%" in attention
     assert "amp_vs_fp32 speedup 2.62x" in attention  # the paired evidence beside the absolute throughput
     # Units a person reads; the direction where lower is better.
     assert "1.863 GiB" in text and "peak_host_memory (lower is better)" in text
@@ -69,7 +69,7 @@ def test_the_newest_run_in_detail_regressions_first_and_every_figure_s_history(t
     history = text[text.index("figures over the last 3 runs"):]
     assert "The newest run's 10 figures over the last 3 runs" in text
     row = re.search(r"test_amp\[resnet18\] fp32 throughput (.*?)%", history).group(1)
-    assert row.split()[:6] == ["100", "img/s", "97", "img/s", "80", "img/s"], row
+    assert row.split()[:6] == ["100", "samples/s", "97", "samples/s", "80", "samples/s"], row
     assert "-17.5" in row
     assert page.count('<svg class="spark"') >= 5
 
@@ -94,8 +94,8 @@ def test_a_rerun_under_another_hardware_key_is_told_apart(tmp_path, capsys):
     capped = amp_case(fp32=70.0).replace(HW, "cpu-test-4cpu-isa-avx512-core")
     write_report(folder / "torch-capped.xml", [capped])
     text = text_of(html_of(tmp_path, capsys, folder / "torch.xml", folder / "torch-capped.xml"))
-    assert "cpu-test-4cpu-isa-avx512-core fp32 throughput 70 img/s" in text
-    assert "cpu-test-4cpu fp32 throughput 100 img/s" in text
+    assert "cpu-test-4cpu-isa-avx512-core fp32 throughput 70 samples/s" in text
+    assert "cpu-test-4cpu fp32 throughput 100 samples/s" in text
 
 
 def test_runs_are_ordered_by_their_reports_timestamps(tmp_path):
@@ -174,8 +174,8 @@ def test_chromium_renders_the_page_with_its_figures_and_charts(tmp_path, capsys)
     dom = _browse(tmp_path, page, "--dump-dom")
     assert dom.returncode == 0, dom.stderr[-2000:]
     text = text_of(dom.stdout)
-    assert "1 regression" in text and "80 img/s IQR 4" in text and "-20.0%" in text
-    assert "History" in text and "97 img/s" in text
+    assert "1 regression" in text and "80 samples/s IQR 4" in text and "-20.0%" in text
+    assert "History" in text and "97 samples/s" in text
 
     shot = tmp_path / "shot.png"
     done = _browse(tmp_path, page, f"--screenshot={shot}", "--window-size=1300,2600")
@@ -202,7 +202,7 @@ def test_history_follows_the_newest_run_s_figures(tmp_path, capsys):
     history = text[text.index("History"):]
     assert "The newest run's 6 figures over the last 2 runs" in history
     assert "4 figures of earlier runs that the newest run does not have are left out" in history
-    assert "fp32 throughput 90 img/s 100 img/s +11.1%" in history and "workers4" not in history
+    assert "fp32 throughput 90 samples/s 100 samples/s +11.1%" in history and "workers4" not in history
 
 
 def test_skip_missing_leaves_out_absent_reports(tmp_path, capsys):

@@ -423,7 +423,7 @@ def test_a_machine_without_baselines_names_the_other_hardware_it_will_not_compar
                                                      "cpu_family": "25", "cpu_model_number": "17"}}
     (tmp_path / "cpu-amd-epyc-f25m17-2cpu-avx512bf16.json").write_text(json.dumps(other))
     here = "cpu-amd-epyc-f25m1-2cpu-avx2"
-    missing = Verdict("t.py::t", "fp32", "throughput", "img/s", "higher", 10.0, None, 0.1, MISSING, hardware=here)
+    missing = Verdict("t.py::t", "fp32", "throughput", "samples/s", "higher", 10.0, None, 0.1, MISSING, hardware=here)
     lines = missing_lines([missing], BaselineStore(tmp_path), "smoke")
     assert lines[0].startswith(f"No smoke baselines for this machine: hardware key {here}")
     assert lines[1] == ("  cpu-amd-epyc-f25m17-2cpu-avx512bf16 is other hardware (AMD EPYC 9R14, avx512bf16, "

@@ -31,7 +31,7 @@ def test_a_delta_chart_puts_every_judged_figure_in_its_tolerance_band():
                  interval=(2.0, 2.2), tolerance=0.05)]
     chart = plots.delta_chart(ms, "deltas-x.png", "title")
     words = texts(chart)
-    assert "80 img/s vs 100 img/s  -20.0%  ±10%  regression" in words
+    assert "80 samples/s vs 100 samples/s  -20.0%  ±10%  regression" in words
     assert "1.863 GiB vs 1.77 GiB  +5.3%  ±10%  ok" in words  # bytes in GiB
     assert any("peak_host_memory (lower is better)" in w for w in words)
     ax = chart.figure.axes[0]

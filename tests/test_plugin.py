@@ -183,7 +183,7 @@ def test_missing_baseline_passes_and_is_reported(pytester: pytest.Pytester) -> N
         "[[]dlperf[]] fp32: done in * s: * samples/s (median of 3 rounds)",
         "*dlperf summary*",
         "scenario*metric*observed*baseline*delta*verdict*",
-        "test_train.py::test_train::fp32*throughput*img/s*missing*",
+        "test_train.py::test_train::fp32*throughput*samples/s*missing*",
         "*0 metrics compared with baselines. 0 regressions. 0 improvements. * missing baselines.",
         f"No smoke baselines for this machine: hardware key {hw}, file */baselines/{hw}.json.",
         "Record them with: pytest --update-baselines (then commit baselines/)",
@@ -277,7 +277,7 @@ def test_update_then_compare_round_trip(pytester: pytest.Pytester) -> None:
 
     # Compared now (the verdict itself depends on this machine's noise; tests below force one).
     result = run(pytester)
-    result.stdout.fnmatch_lines(["test_train.py::test_train::fp32*throughput*img/s*[0-9]*%*",
+    result.stdout.fnmatch_lines(["test_train.py::test_train::fp32*throughput*samples/s*[0-9]*%*",
                                  "2 metrics compared with baselines.*0 missing baselines. 1 unused baseline."])
 
 

@@ -88,7 +88,7 @@ def test_junit_report_is_valid_for_jenkins_xunit_and_carries_every_figure(pytest
         assert rest.startswith(show(metrics[name].value, metrics[name].unit)), (rest, metrics[name])
         assert metrics[name].verdict == "missing"
     throughput = metrics["throughput"]
-    result.stdout.fnmatch_lines([f"test_train.py::test_train::fp32*throughput*{throughput.value:.4g} img/s*missing*",
+    result.stdout.fnmatch_lines([f"test_train.py::test_train::fp32*throughput*{throughput.value:.4g} samples/s*missing*",
                                  "test_train.py::test_train::fp32*peak_host_memory*[0-9] MiB*missing*"])
     assert throughput.unit == "samples/s" and throughput.n == 3
 
@@ -259,7 +259,7 @@ def test_summary_counts_a_test_once_over_framework_environments_in_units_people_
     out = summary_markdown(read_reports([torch, tf]))
     assert "**3 tests**: 1 passed, 1 failed, 1 skipped" in out
     assert "| fp32 | peak_host_memory | 1.126 | GiB | 1.024 |" in out
-    assert "| fp32 | throughput | 5.788 | img/s | - |" in out
+    assert "| fp32 | throughput | 5.788 | samples/s | - |" in out
 
 
 def test_suite_figures_attach_to_their_test_case_and_a_prefix_is_allowed(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ Scales = dict[tuple[str, str], tuple[float, str]]
 
 
 def figure(value: float | None, unit: str = "", scale: tuple[float, str] | None = None) -> str:
-    """A value in units a person reads (``units.show``: MiB/GiB, img/s), or in the page's one unit
+    """A value in units a person reads (``units.show``: MiB/GiB), or in the page's one unit
     for its metric (``scale``: divisor and name, :func:`digest.unit_scales`); ``–`` for none."""
     if value is None or scale is None:
         return "–" if value is None else show(value, unit)

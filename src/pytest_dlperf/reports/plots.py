@@ -4,7 +4,7 @@
   judged against a baseline, as its change from the baseline in percent (whiskers: half the
   interquartile range of the rounds, or a paired ratio's 95% interval), inside the tolerance band
   the verdict used, coloured by verdict. Figures of different sizes (12,000 samples/s of a loader,
-  2 img/s of a ResNet-50) share one axis this way.
+  2 samples/s of a ResNet-50) share one axis this way.
 - ``speedups-<file>.png``: every paired ``speedup`` with its 95% interval, the baseline, the 1x
   line and the floor the test claims (``dlperf.<label>.speedup.floor``) where it records one.
 - ``scaling-<file>.png``: the suite's own scaling tests: throughput per worker against the worker
@@ -312,7 +312,7 @@ def scaling_chart(tests: list[TestRecord], name: str, title: str) -> Chart:
             right.annotate(f"{e:.0f}%", (w, e), textcoords="offset points", xytext=(0, 7), ha="center",
                            fontsize=FONT - 1)
         top = max(top, max(efficiency) * 1.15)
-    unit = readable(0.0, _scaling_points(tests[0])[0][1].unit)[1] or "?"  # img/s/worker
+    unit = readable(0.0, _scaling_points(tests[0])[0][1].unit)[1] or "?"  # samples/s/worker
     left.set_xlabel("workers", fontsize=FONT)
     left.set_ylabel(f"throughput ({unit}), median ± IQR/2", fontsize=FONT)
     left.set_title("measured (dashed: ideal; ◇ baseline)", fontsize=FONT)

@@ -186,7 +186,7 @@ def summary_markdown(tests: Sequence[TestRecord]) -> str:
         lines += ["| scenario | metric | observed | unit | baseline | delta | verdict | ± gate | hardware |",
                   "| --- | --- | ---: | --- | ---: | ---: | --- | --- | --- |"]
         for m in t.metrics:
-            scale, unit = scales.get((m.metric, m.unit), (1.0, m.unit))  # one unit per metric: MiB/GiB, img/s
+            scale, unit = scales.get((m.metric, m.unit), (1.0, m.unit))  # one unit per metric: MiB/GiB
             observed = _num(m.value / scale) + (f" [{m.interval[0]:.3g}, {m.interval[1]:.3g}]" if m.interval
                                                 else f" (IQR {m.iqr / scale:.2g})" if m.iqr else "")
             verdict = VERDICT_MARK.get(m.verdict or "", m.verdict or "recorded")
