@@ -116,6 +116,18 @@ def test_actionlint_is_real_and_rejects_a_broken_workflow(tmp_path):
     assert "timeout" in proc.stdout and "matrix" in proc.stdout
 
 
+def test_the_per_push_ab_compares_the_whole_push_with_a_base_the_clone_holds():
+    """ab-base-* check out DLPERF_BASE beside the working tree: the clone must hold it (a full clone, not
+    checkout's depth 1, where HEAD~1 does not exist), and a push of several commits is compared with the
+    commit before the push (a pull request with its base), not with its last commit's parent."""
+    (job,) = [j for j in load("cpu.yml")["jobs"].values() if any("tox -m ci" in s.get("run", "") for s in j["steps"])]
+    (checkout,) = [s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout")]
+    assert checkout["with"]["fetch-depth"] == 0
+    (ci,) = [s for s in job["steps"] if "tox -m ci" in s.get("run", "")]
+    assert ci["env"]["BEFORE"] == "${{ github.event.pull_request.base.sha || github.event.before }}"
+    assert 'export DLPERF_BASE=$BEFORE' in ci["run"] and "0000000000000000000000000000000000000000" in ci["run"]
+
+
 def test_cpu_suite_runs_on_every_push_and_pull_request_on_hosted_runners():
     wf = load("cpu.yml")
     on = triggers(wf)
@@ -516,7 +528,7 @@ def test_per_push_ci_installs_torch_once_and_the_example_shares_it():
     PyPI, as this project's CI, does not). Valgrind comes from apt."""
     cpu = load("cpu.yml")
     assert "sudo apt-get install -y -qq valgrind" in run_text(cpu)
-    (ci,) = [s for j in cpu["jobs"].values() for s in j["steps"] if s.get("run") == "tox -m ci"]
+    (ci,) = [s for j in cpu["jobs"].values() for s in j["steps"] if s.get("run", "").endswith("tox -m ci\n")]
     assert ci["env"]["DLPERF_TORCH_INDEX_URL"] == "https://download.pytorch.org/whl/cpu"
     tox = configparser.ConfigParser(interpolation=None)
     tox.read(ROOT / "tox.ini")
