@@ -81,7 +81,8 @@ def test_a_huge_run_s_brief_fits_a_comment_and_leads_with_its_headline_and_first
     assert lines[2 + first].startswith("| test and figure |") and "cpu-test-4cpu" in lines[first]  # one machine
     worst = f"perf_tests/test_precision_torch.py::test_amp[resnet0-amp_bf16-channels_last-batch64-{'x' * 60}]"
     assert lines[first + 4].startswith(f"| {brief.code(worst)}<br>")
-    assert lines[first + 4].endswith("<br>fp32 throughput | 50\u00a0samples/s | 100\u00a0samples/s | **-50.0%** | ±8% |")
+    assert lines[first + 4].endswith(
+        "<br>fp32 throughput | 50\u00a0samples/s | 100\u00a0samples/s | **-50.0%** | ±8% |")
     assert any(line.startswith("… and ") and line.endswith("more regressions: the full report lists every one.")
                for line in lines)
     assert any(line.endswith("more failed tests: the full report lists every one.") for line in lines)
@@ -113,8 +114,8 @@ def test_the_brief_s_headline_is_the_summary_s_exactly():
     assert text.splitlines()[:3] == ["## dlperf results", "", headline]
     assert summary_markdown(tests).splitlines()[2] == headline
     assert "### 1 regression beyond the figures' noise on <code>cpu-test-4cpu</code>" in text
-    assert ("| <code>t.py::<wbr>a</code><br>fp32 throughput | 90\u00a0samples/s | 100\u00a0samples/s | **-10.0%** | ±8% |"
-            in text)
+    assert ("| <code>t.py::<wbr>a</code><br>fp32 throughput | 90\u00a0samples/s | 100\u00a0samples/s "
+            "| **-10.0%** | ±8% |" in text)
     assert "Not judged: 1 figure without a baseline, 1 skipped test." in text
     assert "### Failed tests" not in text  # the regression is the failure, shown once
     assert "Full report" not in text

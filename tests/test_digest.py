@@ -129,7 +129,8 @@ def test_the_plugin_s_line_for_a_recording_run_is_not_a_verdict():
     from pytest_dlperf.plugin.report import verdict_line
 
     def made(status: str) -> Verdict:
-        return Verdict("t.py::t", "fp32", "throughput", "samples/s", "higher", 10.0, None, 0.1, status, hardware="cpu-a")
+        return Verdict("t.py::t", "fp32", "throughput", "samples/s", "higher", 10.0, None, 0.1, status,
+                       hardware="cpu-a")
 
     assert verdict_line([made(UPDATED), made(UPDATED)], 0.05) == \
         "dlperf: 2 figures recorded with --update-baselines, none compared."

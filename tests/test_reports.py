@@ -88,7 +88,8 @@ def test_junit_report_is_valid_for_jenkins_xunit_and_carries_every_figure(pytest
         assert rest.startswith(show(metrics[name].value, metrics[name].unit)), (rest, metrics[name])
         assert metrics[name].verdict == "missing"
     throughput = metrics["throughput"]
-    result.stdout.fnmatch_lines([f"test_train.py::test_train::fp32*throughput*{throughput.value:.4g} samples/s*missing*",
+    result.stdout.fnmatch_lines([f"test_train.py::test_train::fp32*throughput*{throughput.value:.4g} samples/s"
+                                 "*missing*",
                                  "test_train.py::test_train::fp32*peak_host_memory*[0-9] MiB*missing*"])
     assert throughput.unit == "samples/s" and throughput.n == 3
 
