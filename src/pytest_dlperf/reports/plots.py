@@ -32,7 +32,7 @@ from pytest_dlperf.reports.digest import better_change, framework_of, gate_of, m
 from pytest_dlperf.reports.records import MetricRecord, TestRecord
 from pytest_dlperf.result import LOWER
 from pytest_dlperf.text import short_test
-from pytest_dlperf.units import readable, show
+from pytest_dlperf.units import show
 
 VERDICT_COLOUR = {"regression": "#d62728", "improvement": "#2ca02c", "ok": "#1f77b4", "missing": "#7f7f7f",
                   "updated": "#9467bd"}
@@ -312,7 +312,7 @@ def scaling_chart(tests: list[TestRecord], name: str, title: str) -> Chart:
             right.annotate(f"{e:.0f}%", (w, e), textcoords="offset points", xytext=(0, 7), ha="center",
                            fontsize=FONT - 1)
         top = max(top, max(efficiency) * 1.15)
-    unit = readable(0.0, _scaling_points(tests[0])[0][1].unit)[1] or "?"  # samples/s/worker
+    unit = _scaling_points(tests[0])[0][1].unit or "?"  # samples/s/worker
     left.set_xlabel("workers", fontsize=FONT)
     left.set_ylabel(f"throughput ({unit}), median ± IQR/2", fontsize=FONT)
     left.set_title("measured (dashed: ideal; ◇ baseline)", fontsize=FONT)
