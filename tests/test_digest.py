@@ -1,4 +1,4 @@
-"""The rules the summary and the page decide with: distinct figures, correctness failures, systematic shifts."""
+"""The rules the summary and the page decide with: distinct figures, correctness failures, the verdict line."""
 
 from __future__ import annotations
 
@@ -39,29 +39,6 @@ def test_a_figure_in_several_reports_counts_once_but_another_machine_s_is_its_ow
     a = memory("t.py::a", 1.2e9)
     runs = [tf_test("t.py::a", a), tf_test("t.py::a", a), tf_test("t.py::a", memory("t.py::a", 1.2e9, "cpu-b"))]
     assert [m.hardware for m in digest.distinct(runs)] == ["cpu-a", "cpu-b"]
-
-
-@pytest.mark.parametrize("moved, total, warns", [(3, 4, True), (4, 4, True), (2, 4, False), (3, 3, False),
-                                                 (6, 8, True), (5, 8, False)])
-def test_a_shift_is_most_of_a_group_of_at_least_four_moving_one_way_beyond_its_tolerance(moved, total, warns):
-    # +15% is beyond the 10% tolerance; +5% is within it.
-    tests = [tf_test(f"t.py::t{i}", memory(f"t.py::t{i}", 1.15e9 if i < moved else 1.05e9)) for i in range(total)]
-    (group,) = digest.rollups(tests, digest.distinct(tests))
-    assert (group.framework, group.metric, group.hardware) == ("tensorflow", "peak_host_memory", "cpu-a")
-    assert (len(group.up), len(group.down)) == (moved, 0)
-    warning = group.shift()
-    assert (warning is not None) == warns
-    if warns:
-        assert "tensorflow peak_host_memory figures on cpu-a moved up (+15%" in warning
-
-
-def test_a_group_takes_the_framework_of_the_report_that_measured_it():
-    # tox runs every test file in each framework's environment: elsewhere the test is a skip
-    measured = tf_test("t.py::a", memory("t.py::a", 1.0e9))
-    skipped_elsewhere = Record("t.py::a", "skipped", "needs torch")
-    for tests in ([measured, skipped_elsewhere], [skipped_elsewhere, measured]):
-        (group,) = digest.rollups(tests, digest.distinct(tests))
-        assert group.framework == "tensorflow"
 
 
 def test_the_verdict_line_says_what_happened_and_what_was_compared():

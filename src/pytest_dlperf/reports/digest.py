@@ -1,6 +1,7 @@
 """What a run's reports say, decided once for ``dlperf summary`` and ``dlperf html``: the verdict line,
-the distinct figures, correctness failures, roll-ups that reveal a systematic shift, and the paired
-evidence beside an absolute throughput change.
+the distinct figures, correctness failures, and the paired evidence beside an absolute throughput change.
+How far a whole run moved is the plugin's judged ``<kind> shift`` figure (:mod:`pytest_dlperf.judging.run_shift`),
+reported like any other.
 
 Rules (written down here and shown on the page):
 
@@ -11,10 +12,6 @@ Rules (written down here and shown on the page):
   verdict (``regression: ...``, ``A/B slower``, ``... vs baseline ...``) and mentions accuracy, NaN,
   inf / non-finite values, the loss, weights or parameters, or equivalence (``equivalent``,
   ``allclose``). Other failures are listed as such.
-- **Systematic shift**: in a roll-up group (framework x metric x hardware) of at least
-  ``SHIFT_MIN_FIGURES`` figures with a baseline, at least ``SHIFT_SHARE`` of them moved the same way by
-  more than their tolerance. A shift shared by a whole group points at the environment or the baseline,
-  not at one test.
 """
 
 from __future__ import annotations
@@ -22,7 +19,7 @@ from __future__ import annotations
 import re
 import statistics
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 from pytest_dlperf.reports.combine import own_records
@@ -30,12 +27,6 @@ from pytest_dlperf.reports.records import MetricRecord, TestRecord
 from pytest_dlperf.result import LOWER
 from pytest_dlperf.units import count, readable
 
-#: A systematic shift: at least this share of a group's figures moved the same way beyond their tolerance ...
-SHIFT_SHARE = 0.75
-#: ... in a group of at least this many figures (fewer say little about a whole environment).
-SHIFT_MIN_FIGURES = 4
-#: The tolerance of a figure whose report records none (older reports): ``dlperf compare``'s default.
-DEFAULT_TOLERANCE = 0.05
 JUDGED = ("regression", "improvement", "ok", "inconclusive")
 
 _PERFORMANCE = re.compile(r"^(?:[\w.]+: )?(?:also )?regression\b|\bA/B slower\b|\bvs baseline\b", re.I)
@@ -81,10 +72,6 @@ def better_change(m: MetricRecord) -> float | None:
     return -m.delta if m.direction == LOWER else m.delta
 
 
-def tolerance_of(m: MetricRecord) -> float:
-    return m.tolerance if m.tolerance is not None else DEFAULT_TOLERANCE
-
-
 def gate_of(m: MetricRecord) -> float | None:
     """The figure's gate where the report records it (``.detectable``: the change for the worse it catches
     19 times in 20), else its tolerance."""
@@ -120,57 +107,6 @@ def unit_scales(figures: Sequence[MetricRecord]) -> dict[tuple[str, str], tuple[
     return out
 
 
-@dataclass
-class Group:
-    """One roll-up row: the figures of one framework, metric and hardware key that have a baseline."""
-
-    framework: str
-    metric: str
-    hardware: str
-    figures: list[MetricRecord] = field(default_factory=list)
-
-    @property
-    def up(self) -> list[MetricRecord]:
-        return [m for m in self.figures if (m.delta or 0) > tolerance_of(m)]
-
-    @property
-    def down(self) -> list[MetricRecord]:
-        return [m for m in self.figures if (m.delta or 0) < -tolerance_of(m)]
-
-    @property
-    def median(self) -> float:
-        return statistics.median(m.delta or 0.0 for m in self.figures)
-
-    def shift(self) -> str | None:
-        """The warning when most of the group moved the same way beyond its tolerance, else None."""
-        n = len(self.figures)
-        for moved, way in ((self.up, "up"), (self.down, "down")):
-            if n >= SHIFT_MIN_FIGURES and len(moved) >= SHIFT_SHARE * n:
-                deltas = sorted(m.delta or 0.0 for m in moved)
-                who = f"all {n}" if len(moved) == n else f"{len(moved)} of {n}"
-                span = f"{deltas[0]:+.0%}" + (f" to {deltas[-1]:+.0%}" if len(deltas) > 1 else "")
-                return (f"{who} {self.framework or 'unknown framework'} {self.metric} figures on "
-                        f"{self.hardware or 'an unnamed machine'} moved {way} ({span}, each beyond its "
-                        "tolerance): check the environment or the baseline before blaming the tests")
-        return None
-
-
-def rollups(tests: Sequence[TestRecord], figures: Sequence[MetricRecord]) -> list[Group]:
-    """The figures with a baseline by framework x metric x hardware, largest groups first."""
-    by_test: dict[str, TestRecord] = {}
-    for record in tests:  # the same test skipped in another framework's environment names no framework
-        if record.metrics or record.test not in by_test:
-            by_test[record.test] = record
-    groups: dict[tuple[str, str, str], Group] = {}
-    for m in figures:
-        if m.delta is None:
-            continue
-        t = by_test.get(m.test)
-        fw = framework_of(t, m.label) if t else ""
-        groups.setdefault((fw, m.metric, m.hardware), Group(fw, m.metric, m.hardware)).figures.append(m)
-    return sorted(groups.values(), key=lambda g: (-len(g.figures), g.framework, g.metric, g.hardware))
-
-
 def paired_evidence(m: MetricRecord, figures: Sequence[MetricRecord]) -> list[MetricRecord]:
     """The paired speedups of the same test and machine beside an absolute throughput figure."""
     if m.metric != "throughput":
@@ -193,7 +129,6 @@ class Digest:
     hardware: list[str]
     software: list[str]
     runs: tuple[int, int] | None
-    groups: list[Group]
 
     def by_verdict(self, verdict: str) -> list[MetricRecord]:
         return [m for m in self.figures if m.verdict == verdict]
@@ -242,9 +177,6 @@ class Digest:
         if self.failures["other"]:
             parts.append(count(len(self.failures["other"]), "other failed test"))
         parts.append(f"{len(self.by_verdict('inconclusive'))} inconclusive")
-        shifts = sum(1 for g in self.groups if g.shift())
-        if shifts:
-            parts.append(count(shifts, "systematic shift"))
         judged = self.judged
         where = ", ".join(self.hardware) or "an unnamed machine"
         runs = ""
@@ -305,4 +237,4 @@ def digest(tests: Sequence[TestRecord]) -> Digest:
     runs = [m.runs for m in figures if m.runs]
     return Digest(list(tests), figures, failures, sorted({m.hardware for m in figures if m.hardware}
                                                           | {t.hardware for t in tests if t.hardware}),
-                  sorted(software), (min(runs), max(runs)) if runs else None, rollups(tests, figures))
+                  sorted(software), (min(runs), max(runs)) if runs else None)

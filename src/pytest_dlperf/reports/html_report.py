@@ -20,7 +20,7 @@ from pytest_dlperf.reports.history import history as change_history
 from pytest_dlperf.reports.history_html import html_section
 from pytest_dlperf.reports.html_cells import LEGEND
 from pytest_dlperf.reports.html_sections import (attention_section, charts_section, correctness_section,
-                                                 history_section, rollup_section, summary_section, tests_section,
+                                                 history_section, summary_section, tests_section,
                                                  verdict_section)
 from pytest_dlperf.reports.records import ReportError
 from pytest_dlperf.reports.runs import Run, read_runs
@@ -66,11 +66,11 @@ def page(runs: list[Run], changes: str = "") -> str:
     body = [
         f"<h1>pytest-dlperf: {_e(title)} <small>run {_e(run.name)}, started {_e(run.started_at)}</small></h1>",
         verdict_section(d),
-        '<nav><a href="#attention">Regressions</a>' + ('<a href="#rollups">Roll-up</a>' if d.groups else "")
+        '<nav><a href="#attention">Regressions</a>'
         + '<a href="#summary">Summary</a><a href="#tests">Tests</a><a href="#charts">Charts</a>'
         '<a href="#history">History</a>' + ('<a href="#changes">Change points</a>' if changes else "") + "</nav>",
         f'<p class="legend">{LEGEND}</p>',
-        correctness_section(d), attention_section(tests, d, scales), rollup_section(d),
+        correctness_section(d), attention_section(tests, d, scales),
         summary_section(run, tests, d), tests_section(tests, d, scales), charts_section(tests),
         history_section(runs), changes,
         f"<footer><small>Written by dlperf html from {sum(len(r.paths) for r in runs)} reports of {len(runs)} "

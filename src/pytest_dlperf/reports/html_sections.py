@@ -1,4 +1,4 @@
-"""The HTML page's sections: verdict, regressions and failures, roll-up, summary, tests, charts, history."""
+"""The HTML page's sections: verdict, regressions and failures, summary, tests, charts, history."""
 
 from __future__ import annotations
 
@@ -7,11 +7,10 @@ from collections import Counter, defaultdict
 from typing import Sequence
 
 from pytest_dlperf.reports.combine import all_skipped, skipped_note
-from pytest_dlperf.reports.digest import SHIFT_MIN_FIGURES, SHIFT_SHARE, Digest, better_change, digest, unit_scales
+from pytest_dlperf.reports.digest import Digest, better_change, digest, unit_scales
 from pytest_dlperf.reports.html_cells import Columns, Scales, change, figure, metric_row, wrapped_name
 from pytest_dlperf.reports.records import MetricRecord, TestRecord
 from pytest_dlperf.reports.runs import Run
-from pytest_dlperf.result import LOWER
 from pytest_dlperf.text import escape as _e
 from pytest_dlperf.text import short_test
 from pytest_dlperf.units import count
@@ -115,30 +114,6 @@ def attention_section(tests: list[TestRecord], d: Digest | None = None, scales: 
                    " (improvements and figures without a baseline)</summary>" + figure_table(other, d, scales)
                    + "</details>")
     out.append("</section>")
-    return "".join(out)
-
-
-def rollup_section(d: Digest) -> str:
-    """Framework x metric x hardware: a systematic shift shows as a whole group moving one way."""
-    if not d.groups:
-        return ""
-    warnings = [w for w in (g.shift() for g in d.groups) if w]
-    out = ['<section id="rollups"><h2>Roll-up by framework, metric and hardware</h2>']
-    out += [f'<p class="warn">⚠ {_e(w)}</p>' for w in warnings]
-    out.append(f"<p>Figures with a baseline. <b>up / down</b>: moved beyond their tolerance that way. A warning "
-               f"is shown when at least {SHIFT_SHARE:.0%} of a group of at least {SHIFT_MIN_FIGURES} figures moved "
-               "the same way.</p>")
-    out.append("<table><tr><th>framework</th><th>metric</th><th>hardware</th><th>figures</th>"
-               "<th>median change</th><th>up</th><th>down</th><th>within</th></tr>")
-    for g in d.groups:
-        n, up, down = len(g.figures), len(g.up), len(g.down)
-        cls = ' class="warn"' if g.shift() else ""
-        direction = " <small>(lower is better)</small>" if g.figures[0].direction == LOWER else ""
-        out.append(f"<tr{cls}><td>{_e(g.framework or '–')}</td><td>{_e(g.metric)}{direction}</td>"
-                   f'<td class="hw"><code>{_e(g.hardware or "–")}</code></td><td class="num">{n}</td>'
-                   f'<td class="num">{_e(change(g.median))}</td><td class="num">{up}</td><td class="num">{down}</td>'
-                   f'<td class="num">{n - up - down}</td></tr>')
-    out.append("</table></section>")
     return "".join(out)
 
 

@@ -1,7 +1,7 @@
 """``dlperf summary``: a run's reports as Markdown (for ``$GITHUB_STEP_SUMMARY``).
 
 The verdict line and the sections of :mod:`.digest` first (correctness failures, distinct regressions,
-systematic shifts, inconclusive figures), then the counts, failures, skips, A/B comparisons and a
+inconclusive figures), then the counts, failures, skips, A/B comparisons and a
 table per test.
 """
 
@@ -102,7 +102,7 @@ def headline_md(d: digest.Digest) -> str:
 
 def verdict_markdown(tests: Sequence[TestRecord]) -> list[str]:
     """The top of the summary: one verdict line, then correctness failures, distinct regressions,
-    systematic shifts and the roll-up, and the inconclusive figures."""
+    and the inconclusive figures."""
     d = digest.digest(tests)
     scales = digest.unit_scales(d.figures)
     lines = [headline_md(d), ""]
@@ -118,18 +118,6 @@ def verdict_markdown(tests: Sequence[TestRecord]) -> list[str]:
     if regressions:
         lines += [f"### {count(len(regressions), 'regression')} beyond the figures' noise (each figure once)", ""]
         lines += _figure_rows_md(regressions, d, scales)
-    warnings = [w for w in (g.shift() for g in d.groups) if w]
-    lines += [f"> ⚠️ {cell(w)}" for w in warnings] + ([""] if warnings else [])
-    if d.groups:
-        lines += ["<details><summary>Roll-up by framework, metric and hardware</summary>", "",
-                  f"up / down: moved beyond their tolerance that way; a warning when at least "
-                  f"{digest.SHIFT_SHARE:.0%} of a group of at least {digest.SHIFT_MIN_FIGURES} figures "
-                  "moved the same way.",
-                  "", "| framework | metric | hardware | figures | median change | up | down |",
-                  "| --- | --- | --- | ---: | ---: | ---: | ---: |"]
-        lines += [f"| {cell(g.framework or '-')} | {cell(g.metric)} | `{cell(g.hardware or '-')}` | {len(g.figures)} "
-                  f"| {_pct(g.median)} | {len(g.up)} | {len(g.down)} |" for g in d.groups]
-        lines += ["", "</details>", ""]
     inconclusive = d.by_verdict("inconclusive")
     if inconclusive:
         lines += [f"### {count(len(inconclusive), 'inconclusive figure')}", "",
