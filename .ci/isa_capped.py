@@ -79,9 +79,9 @@ def cap_problem(caps: dict[str, str]) -> str:
 
 
 def command(marker: str, junitxml: str, given: Sequence[str]) -> list[str]:
-    """The rerun's pytest command line."""
+    """The rerun's pytest command line: quiet, as the tiers' first runs (tox.ini's [tier])."""
     taken, rest = split(given)
-    return [*pytest_command(), "perf_tests", "-p", "no:cacheprovider", *rest,
+    return [*pytest_command(), "perf_tests", "-q", "-p", "no:cacheprovider", *rest,
             "-m", both(marker, taken["markers"]), "-k", both(KEYWORDS, taken["keywords"]), f"--junitxml={junitxml}"]
 
 

@@ -159,14 +159,20 @@ def test_gpu_and_missing_framework_skip_with_reasons(pytester: pytest.Pytester) 
 
         @pytest.mark.framework("mxnet")
         def test_needs_mxnet(): pass
+
+        @pytest.mark.framework("mxnet")
+        @pytest.mark.parametrize("n", [1, 2])
+        def test_needs_mxnet_too(n): pass
     """)
     result = run(pytester, "-rs")
     result.stdout.fnmatch_lines(["*needs 64 CUDA device(s), found *: run it on a GPU runner (pytest -m gpu)*"])
     import importlib.util
 
     if importlib.util.find_spec("mxnet") is None:
-        result.stdout.fnmatch_lines(["*mxnet is not installed in this environment: pip install mxnet==1.9.1*"])
-        result.assert_outcomes(skipped=2)
+        # one line for the three, wherever they are: a framework's environment skips the others' tests
+        result.stdout.fnmatch_lines(["SKIPPED [[]3[]] *: mxnet is not installed in this environment: pip install "
+                                     "mxnet==1.9.1*"])
+        result.assert_outcomes(skipped=4)
 
 
 @pytest.mark.framework("torch")
@@ -285,8 +291,13 @@ def test_update_then_compare_round_trip(pytester: pytest.Pytester) -> None:
 def test_regression_fails_with_numbers_on_the_first_line(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_train=TRAIN_TEST)
     write_baseline(pytester, {"test_train.py::test_train::fp32@smoke": {"throughput": record(1e6, runs=5)}})
-    result = run(pytester, "--junitxml=report.xml")
+    result = run(pytester, "--junitxml=report.xml", "-q")
     result.assert_outcomes(failed=1)
+    # -q lists the regressed figure and counts the rest (peak memory, without a baseline)
+    result.stdout.fnmatch_lines(["test_train.py::test_train::fp32  throughput * regression",
+                                 "(1 figure neither a regression nor an improvement: listed without -q, and in the "
+                                 "JUnit report)"])
+    assert "peak_host_memory" not in result.stdout.str().split("dlperf summary")[-1]
     result.stdout.fnmatch_lines([
         "regression: fp32 throughput * samples/s vs baseline 1e+06 (-*%, catches *% 19 times in 20 (half the time at "
         "*%, tolerance *%, run-to-run "

@@ -284,3 +284,14 @@ def test_suite_figures_attach_to_their_test_case_and_a_prefix_is_allowed(tmp_pat
     root.write_text(path.read_text().replace("<testsuites>", "").replace("</testsuites>", ""), encoding="utf-8")
     assert [(t.test, len(t.metrics)) for t in read_reports([root])] == [
         (nodeid, 1), ("ci/perf_tests/test_x.py::test_other", 0)]
+
+
+def test_a_claims_parametrizations_share_one_benchmark_table():
+    # pytest-benchmark prints a table per group: one per test function, not one per parametrized row
+    from types import SimpleNamespace
+
+    from pytest_dlperf.plugin.benchmark import claim_of
+
+    items = [SimpleNamespace(nodeid=f"perf_tests/test_p.py::test_cpu[{p}-resnet18]") for p in ("fp32", "amp_bf16")]
+    assert {claim_of(i) for i in items} == {"perf_tests/test_p.py::test_cpu"}  # type: ignore[arg-type]
+    assert claim_of(SimpleNamespace(nodeid="t.py::TestA::test_b")) == "t.py::TestA::test_b"  # type: ignore[arg-type]

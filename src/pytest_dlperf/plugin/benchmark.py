@@ -11,7 +11,7 @@ it with our rounds, and appends it to the session's ``benchmarks`` list, as the 
 asks for 5.3.1, the first release whose own ``benchmark`` fixture works with pytest 9 (3.4.1 does not
 even load there).
 
-One benchmark per test and scenario label: ``fullname`` ``<node id>::<label>``, grouped by test. A
+One benchmark per test and scenario label: ``fullname`` ``<node id>::<label>``, grouped by test function. A
 datum is one timed round's mean step time (``round seconds / steps per round``, ``iterations`` = steps
 per round, as pytest-benchmark records a round of several iterations); without round times (a
 distributed job), the per-step times. ``extra_info`` carries the throughput, hardware key, scenario,
@@ -34,6 +34,12 @@ PLUGIN_NAME = "dlperf-benchmark"
 def wanted(config: pytest.Config) -> bool:
     """pytest-benchmark is installed and loaded (``-p no:benchmark`` turns both off)."""
     return config.pluginmanager.hasplugin("benchmark")
+
+
+def claim_of(item: pytest.Item) -> str:
+    """The benchmark group of a test's scenarios: the test function, its parametrizations together
+    (one table for a claim's precisions or models, not one table a row)."""
+    return item.nodeid.split("[", 1)[0]
 
 
 def round_times(result: Any) -> tuple[list[float], int]:
@@ -78,7 +84,7 @@ class BenchmarkExport:
             throughput = result.metrics["throughput"]
             extra.update(throughput=throughput.value, throughput_unit=throughput.unit)
         fixture = SimpleNamespace(name=f"{item.name}::{label}", fullname=f"{item.nodeid}::{label}",
-                                  group=item.nodeid, param=label, params={"scenario": label}, extra_info=extra,
+                                  group=claim_of(item), param=label, params={"scenario": label}, extra_info=extra,
                                   cprofile_stats=None, has_error=False)
         options = {"timer": "dlperf training child (time.perf_counter, device synchronised)",
                    "disable_gc": False, "min_rounds": len(durations), "max_time": 0, "min_time": 0,

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from pytest_dlperf.plugin.run import DlperfRun
 
 SESSION_KEY = pytest.StashKey[DlperfSession]()
+#: Why the plugin skips an item (a framework not installed here, an ISA cap), raised at its setup.
+SKIP_KEY = pytest.StashKey[str]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -87,11 +89,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                           or any(not Path(arg.split("::")[0]).is_dir() for arg in config.args))
     cap = cap_problem()
     for item in items:
-        for reason in markers.validate(item):
-            item.add_marker(pytest.mark.skip(reason=reason))
-            break
+        reasons = markers.validate(item)
         if cap and not item.get_closest_marker("gpu"):
-            item.add_marker(pytest.mark.skip(reason=f"{cap}; unset {', '.join(ISA_CAP_VARIABLES)} to run it"))
+            reasons.append(f"{cap}; unset {', '.join(ISA_CAP_VARIABLES)} to run it")
+        if reasons:
+            item.stash[SKIP_KEY] = reasons[0]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Raised here rather than added as a skip marker, so that ``-ra`` folds one reason's skips into one
+    # line (pytest folds by where a skip was raised; a marker's skip is placed at each test): a
+    # framework's environment skips the other frameworks' tests, dozens of lines a run otherwise.
+    reason = item.stash.get(SKIP_KEY, None)
+    if reason:
+        pytest.skip(reason)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -173,16 +185,18 @@ def pytest_testnodedown(node: object, error: object) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    _summary(terminalreporter, config.stash[SESSION_KEY])
+    quiet = config.get_verbosity() < 0  # -q: the verdicts that need a reader, the figures in the JUnit report
+    _summary(terminalreporter, config.stash[SESSION_KEY], quiet)
     profile = config.pluginmanager.get_plugin(costs.PLUGIN_NAME)
     lines = profile.lines() if profile is not None else []
+    lines = lines[:1] if quiet else lines
     if lines:  # a section of its own: the summary above reads the same in every run of the same figures
         terminalreporter.section("dlperf cost")
         for line in lines:
             terminalreporter.write_line(line)
 
 
-def _summary(tr: pytest.TerminalReporter, state: DlperfSession) -> None:
+def _summary(tr: pytest.TerminalReporter, state: DlperfSession, quiet: bool) -> None:
     if not (state.ab_outcomes or state.verdicts or state.judges):  # nothing to sum up
         return
     from pytest_dlperf.judging.verdict import IMPROVEMENT
@@ -202,8 +216,14 @@ def _summary(tr: pytest.TerminalReporter, state: DlperfSession) -> None:
                   if state.judges and not report.judged_count(state.verdicts)
                   else report.verdict_line(state.verdicts, state.options.alpha))
     tr.write_line("")
-    for line in report.table(state.verdicts):
+    shown = report.needing_a_reader(state.verdicts) if quiet else state.verdicts
+    for line in report.table(shown) if shown else []:
         tr.write_line(line)
+    if len(shown) < len(state.verdicts):
+        from pytest_dlperf.units import count
+
+        tr.write_line(f"({count(len(state.verdicts) - len(shown), 'figure')} neither a regression nor an improvement: "
+                      "listed without -q, and in the JUnit report)")
     tr.write_line("")
     tr.write_line(report.counts_line(state.verdicts, state.written, state.unused()))
     for line in (report.inconclusive_lines(state.verdicts) + report.precision_lines(state.verdicts)

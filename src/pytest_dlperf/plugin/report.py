@@ -44,6 +44,12 @@ def table(verdicts: Iterable[Verdict]) -> list[str]:
     return text.table(HEADER, rows(verdicts))
 
 
+def needing_a_reader(verdicts: Iterable[Verdict]) -> list[Verdict]:
+    """The verdicts a quiet run (``-q``) still lists row by row: regressions and improvements (the
+    inconclusive ones have their line, :func:`inconclusive_lines`)."""
+    return [v for v in verdicts if v.status in (REGRESSION, IMPROVEMENT)]
+
+
 def counts_line(verdicts: list[Verdict], written: list[Path], unused: Sequence[str] = ()) -> str:
     c = Counter(v.status for v in verdicts)
     compared = len(verdicts) - c[MISSING] - c[UPDATED]
