@@ -71,13 +71,7 @@ BUDGET_S = {"quick": 60.0, "slow": 150.0}
 #: The ISA level at the end of a hardware key -> how much longer than the AVX-512 type that type runs the suite.
 SLOWER = {"avx2": 2.0, "avx512": 1.0, "avx512bf16": 1.0, "amx": 1.0}
 #: Tests over their budget, not yet resized, and why; an entry that fits its budget again must go.
-OVER_BUDGET = {
-    "perf_tests/test_cpu_tuning.py::test_cpu_setting_against_default[tensorflow-default]":
-        "the TensorFlow CPU-setting group (every setting of seed 003 against the default, two processes each) is "
-        "timed in its first test; not resized yet",
-    "perf_tests/test_mixed_precision_torch.py::test_cpu_precisions_train_and_hold_their_throughput[amp_bf16-resnet18]":
-        "bf16 emulated where the CPU has no native bf16 (AVX2: 124 s, beyond the type's usual twice); not resized yet",
-}
+OVER_BUDGET: dict[str, str] = {}
 TIMES = ROOT / "tests" / "data" / "suite-times.json"
 REFRESH = "run the suite (tox -m ci, or tox -m perf for both tiers), then python .ci/suite_times.py reports/perf-*.xml"
 
