@@ -12,6 +12,7 @@ import importlib.util
 
 import pytest
 
+from pytest_dlperf import instructions
 from pytest_dlperf.reports.junit import read_reports
 from pytest_dlperf.scenario import Scenario, ScenarioError
 
@@ -116,6 +117,45 @@ def test_a_plain_loop_is_timed_at_its_marks_and_its_errors_are_its_own(pytester:
     assert figures["step_time"].value > 0 and figures["peak_host_memory"].value > 0
     # a mark's own figure: per round, the mean of its marks, judged like the rest (higher is better)
     assert len(figures["batch_accuracy"].samples) == 3 and 0 <= figures["batch_accuracy"].value <= 1
+
+
+COUNTED_LOOP = """
+import torch
+
+def train(steps):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
+    while not steps.done:
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        steps.step(loss)
+"""
+
+COUNTED_TEST = """
+def test_counted(dlperf):
+    run = dlperf.run(dlperf.scenario("torch", "my_loop", loop="my_loop:train", batch_size=64, warmup_steps=2,
+                                     rounds=3, steps_per_round=2, measure="instructions"))
+    counts = run.metrics["instructions_per_step"].samples
+    print("COUNTS", counts)
+    assert len(counts) == 3 and min(counts) > 1e6
+    # what the lane holds a figure to (0.5%): a plain loop's marks, in two threads, repeat within it
+    assert max(counts) / min(counts) - 1 < 0.005, counts
+    assert run.details["user_loop"]["marked_steps"] == 8
+    dlperf.check(run)
+"""
+
+
+@TORCH
+@pytest.mark.skipif(instructions.unavailable() is not None, reason=str(instructions.unavailable()))
+def test_a_plain_loop_is_counted_between_its_marks_under_valgrind(pytester: pytest.Pytester) -> None:
+    project(pytester, COUNTED_TEST, my_loop=COUNTED_LOOP)
+    result = run(pytester, "proj", "-s")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*instructions counted under Valgrind*", "COUNTS (*"])
 
 
 def test_a_marks_figures_are_named_apart_from_the_harnesss() -> None:

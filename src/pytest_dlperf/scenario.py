@@ -335,9 +335,6 @@ def _check_user_code(s: Scenario) -> None:
         if s.data != "synthetic":
             raise ScenarioError(f"data={s.data!r} is read by the built-in loops; with loop= your loop reads "
                                 "its own data (pass the folder in model_config)")
-        if s.measure == "instructions":
-            raise ScenarioError("measure='instructions' counts a step= the harness calls; a loop= runs its own "
-                                "steps, so give it measure='time'")
     if s.step is not None:
         parse_entry("step", s.step)
         if s.framework not in STEP_FRAMEWORKS:
