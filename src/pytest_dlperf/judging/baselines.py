@@ -36,6 +36,7 @@ import datetime as _dt
 import fcntl
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -94,6 +95,13 @@ def split_entry_key(key: str) -> tuple[str, str, str]:
 
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def _session_name() -> str:
+    """This pytest run's name among recordings: when it started, to the microsecond, and its process;
+    whole seconds let two short recordings in a row share a name, and the noise model one run."""
+    started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return f"{started}-{os.getpid()}"
 
 
 def record_for(metric: Metric, software: Mapping[str, Any], restart: bool = False,
@@ -213,7 +221,7 @@ class BaselineStore:
     _hardware: dict[str, dict[str, Any]] = field(default_factory=dict)
     _noise: dict[str, MachineNoise] = field(default_factory=dict)
     #: Names this session's recordings (the run each recorded value came from).
-    session: str = field(default_factory=_now)
+    session: str = field(default_factory=_session_name)
     #: Metrics dropped from entries because their test no longer writes them: (file, entry, metric).
     pruned: list[tuple[str, str, str]] = field(default_factory=list)
 
