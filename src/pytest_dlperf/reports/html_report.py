@@ -36,7 +36,7 @@ h2{border-bottom:2px solid #ddd;padding-bottom:.2em;margin-top:1.4em}
 .verdict.fail{background:#fde8e8;border-left:.4em solid #d62728}
 .verdict.pass{background:#e8f6e8;border-left:.4em solid #2ca02c}
 .verdict.unjudged{background:#fff4e0;border-left:.4em solid #ff7f0e}
-.legend{font-size:.85em;color:#444}.warn{background:#fff4d6}p.warn{padding:.3em .5em;border-left:.4em solid #ff7f0e}
+.legend{font-size:.85em;color:#444}
 table{border-collapse:collapse;margin:.4em 0 1em;font-size:.85em;max-width:100%}th,td{border:1px solid #ddd;
 padding:.2em .4em;text-align:left;vertical-align:top}td code{overflow-wrap:break-word}th{background:#f4f4f4}
 td.num{white-space:nowrap;text-align:right}td.observed{white-space:normal}td.label{overflow-wrap:anywhere}td.gate{white-space:normal;min-width:5em}td.hw{overflow-wrap:anywhere;min-width:9em}.test{min-width:14em}td.paired{font-size:.9em;min-width:10em}
