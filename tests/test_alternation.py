@@ -157,3 +157,77 @@ def test_two_environments_that_imported_different_files_of_the_project_are_told_
     assert owncode.first_difference(same, {"myproj": "/venv/lib/site-packages/myproj"}) == (
         "myproj", "/repo/src/myproj", "/venv/lib/site-packages/myproj")
     assert owncode.first_difference({}, same) == ("myproj", "(not imported)", "/repo/src/myproj")
+
+
+LOOP = """
+import time
+
+def train(steps):
+    import torch
+    from altloop.work import DELAY
+    while not steps.done:
+        time.sleep(DELAY)
+        steps.step(torch.tensor(1.0), figures={"delay": DELAY})
+"""
+
+
+def _loop_tree(root: Path, delay: float, loop: str = LOOP) -> Path:
+    package = root / "src" / "altloop"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    (package / "work.py").write_text(f"DELAY = {delay}\n", encoding="utf-8")
+    (package / "train.py").write_text(loop, encoding="utf-8")
+    return root
+
+
+def _loop_sides(tmp_path: Path, reference: float, candidate: float, loop: str = LOOP) -> dict[str, Scenario]:
+    trees = {"reference": _loop_tree(tmp_path / "base", reference), "candidate": _loop_tree(tmp_path / "change",
+                                                                                              candidate, loop)}
+    sides = {}
+    for name, tree in trees.items():
+        other = trees["candidate" if name == "reference" else "reference"]
+        code = owncode.find([tree, tree / "src"], tree, tree)
+        sides[name] = Scenario(framework="torch", model="m", loop="altloop.train:train", import_path=code.roots,
+                               batch_size=2, warmup_steps=1, rounds=2, steps_per_round=3,
+                               own_code={"modules": list(code.modules), "tree": str(tree), "other": str(other)})
+    return sides
+
+
+@pytest.fixture
+def torch_loop_core():
+    """The loop core and torch, imported before ``clean_imports`` notes what is loaded: torch cannot be
+    imported a second time in one process, so it must not be unloaded after a test."""
+    importlib.import_module("pytest_dlperf.child.cores.torch_loop")
+
+
+@pytest.mark.framework("torch")
+def test_two_revisions_of_a_plain_loop_alternate_in_one_process_each_running_its_own_files(
+        tmp_path, torch_loop_core, clean_imports):
+    from pytest_dlperf.child.alternate import alternate
+
+    results = alternate(_loop_sides(tmp_path, reference=0.001, candidate=0.02), say=lambda _: None)
+    reference, candidate = results["reference"], results["candidate"]
+    # each side's figure is what its own revision's module says (a lazy import, inside the running loop)
+    assert reference.metrics["delay"].samples == (0.001, 0.001)
+    assert candidate.metrics["delay"].samples == (0.02, 0.02)
+    assert candidate.throughput.value < reference.throughput.value / 3
+    for result in results.values():
+        assert len(result.losses) == 7 and result.details["user_loop"]["marked_steps"] >= 7
+        assert result.details["alternation"]["order"] == "ABBA"
+    assert candidate.details["own_code"]["altloop"] == str((tmp_path / "change" / "src" / "altloop").resolve())
+
+
+@pytest.mark.framework("torch")
+def test_a_side_s_loop_error_names_the_side_and_a_trainer_asks_for_process_pairs(tmp_path, torch_loop_core,
+                                                                                  clean_imports):
+    from pytest_dlperf.child.alternate import alternate
+    from pytest_dlperf.child.loop import TrainerInOneProcess
+    from pytest_dlperf.child.usercode import UserCodeError
+
+    broken = LOOP.replace("steps.step(", "raise ValueError('my loop broke')\n        steps.step(")
+    with pytest.raises(UserCodeError, match=r"the candidate side \(.*\): loop altloop.train:train raised "
+                                            r"ValueError: my loop broke"):
+        alternate(_loop_sides(tmp_path / "a", 0.001, 0.001, broken), say=lambda _: None)
+    trainer = "def train(steps):\n    callbacks = [steps.lightning()]\n"
+    with pytest.raises(TrainerInOneProcess):
+        alternate(_loop_sides(tmp_path / "b", 0.001, 0.001, trainer), say=lambda _: None)

@@ -39,6 +39,9 @@ GO = "go\n"
 EXIT_ERROR = 3
 #: The keys of a child's result file: its TrainingResult as a dict, or what went wrong.
 RESULT, ERROR = "result", "error"
+#: The error reason of an alternating child whose loop asked for a trainer's callback: the parent then
+#: compares the two revisions in process pairs (a trainer's loop does not share its process).
+TRAINER_LOOP = "a trainer's loop"
 #: The key of a result file's phase spans: ``{phase: [[start, end], ...]}``, wall-clock seconds
 #: (:mod:`pytest_dlperf.child.phases`). The phases:
 PHASES = "phases"

@@ -1,6 +1,6 @@
-"""Two versions of your step in one process, their rounds alternating: ``python -m pytest_dlperf.child.alternate
-PAIR.json RESULT.json``, where PAIR.json holds ``{"reference": scenario, "candidate": scenario}`` (A/B of a
-revision, :mod:`pytest_dlperf.processes.alternation`).
+"""Two versions of your step (or of your plain training loop) in one process, their rounds alternating:
+``python -m pytest_dlperf.child.alternate PAIR.json RESULT.json``, where PAIR.json holds
+``{"reference": scenario, "candidate": scenario}`` (A/B of a revision, :mod:`pytest_dlperf.processes.alternation`).
 
 A process carries an offset of its own for its whole life (memory layout, thread placement, allocator
 state), which no number of rounds averages away; two versions timed in one process share it, so their
@@ -23,11 +23,12 @@ import time
 import traceback
 from typing import Any, Callable
 
+from pytest_dlperf.child import loop as marked
 from pytest_dlperf.child import phases
 from pytest_dlperf.child.environment import hardware_key, host_record
 from pytest_dlperf.child.measure import check_finite, peak_host_memory_bytes
 from pytest_dlperf.child.owncode import Side
-from pytest_dlperf.child.train import STEP_CORES, error_payload, progress
+from pytest_dlperf.child.train import LOOP_CORES, STEP_CORES, error_payload, progress
 from pytest_dlperf.child.usercode import UserCodeError
 from pytest_dlperf.child.rank import exit_after_result
 from pytest_dlperf.lifeline import die_with_parent
@@ -38,8 +39,15 @@ from pytest_dlperf.scenario import Scenario, ScenarioError
 SIDES = ("reference", "candidate")
 
 
-def timed_round(loop: Any, steps: int, first_step: int) -> tuple[float, list[float]]:
-    """One round of ``steps`` steps: its seconds (device synchronised at both ends) and its losses, checked."""
+def timed_round(loop: Any, steps: int, first_step: int) -> tuple[float, float, list[float], dict[str, Any]]:
+    """One round of ``steps`` steps: its seconds (device synchronised at both ends), its samples per second,
+    its losses (checked) and the loop's own figures for the round (a marked loop's ``data_wait``, ...)."""
+    drain = getattr(loop, "drain_prefetched", None)
+    if drain is not None:  # the other side's round was this loop's idle spell: its loader refilled meanwhile
+        drain()
+    begin = getattr(loop, "begin_round", None)
+    if begin is not None:
+        begin()
     loop.sync()
     start = time.perf_counter()
     handles = [loop.step() for _ in range(steps)]
@@ -47,61 +55,97 @@ def timed_round(loop: Any, steps: int, first_step: int) -> tuple[float, list[flo
     seconds = time.perf_counter() - start
     losses = loop.losses_to_floats(handles)
     check_finite(losses, first_step, loop)
-    return seconds, losses
+    figures = loop.round_figures() if hasattr(loop, "round_figures") else {}
+    return seconds, loop.samples_per_step * steps / seconds, losses, figures
+
+
+def kind_of(scenarios: dict[str, Scenario]) -> str:
+    """``"step"`` or ``"loop"``: what both sides are; anything else cannot alternate in one process."""
+    reference, candidate = scenarios["reference"], scenarios["candidate"]
+    for kind in ("step", "loop"):
+        if getattr(reference, kind) and getattr(candidate, kind) and reference.framework == candidate.framework:
+            return kind
+    raise ScenarioError("alternating in one process needs two step= or two loop= scenarios of one framework")
 
 
 def alternate(scenarios: dict[str, Scenario], say: Callable[[str], None] = progress) -> dict[str, TrainingResult]:
-    """Build both sides (reference first), warm each up, then time ``rounds`` ABBA pairs of rounds."""
-    reference, candidate = scenarios["reference"], scenarios["candidate"]
-    if reference.framework != candidate.framework or not (reference.step and candidate.step):
-        raise ScenarioError("alternating in one process needs two step= scenarios of one framework")
+    """Build and warm up each side (reference first), then time ``rounds`` ABBA pairs of rounds.
+
+    A ``loop=`` side's loop runs in a thread of its own (:class:`~pytest_dlperf.child.loop.LoopThread`),
+    started inside its side and advanced only while its side is in place; a trainer's callback asked
+    for there ends the run with :class:`~pytest_dlperf.child.loop.TrainerInOneProcess`.
+    """
+    kind = kind_of(scenarios)
+    candidate = scenarios["candidate"]
     environment = host_record()
     environment["hardware_key"] = hardware_key(candidate.device)
     phases.enter(phases.IMPORT)
-    core = importlib.import_module(STEP_CORES[candidate.framework])
-    phases.enter(phases.BUILD)
+    core = importlib.import_module((LOOP_CORES if kind == "loop" else STEP_CORES)[candidate.framework])
     own = {side: Side(scenarios[side], f"the {side} side") for side in SIDES}
     loops: dict[str, Any] = {}
-    for side in SIDES:
-        with _as(own[side]):
-            loops[side] = core.build(scenarios[side])
-        own[side].check()
+    threads: dict[str, marked.LoopThread] = {}
     losses: dict[str, list[float]] = {side: [] for side in SIDES}
-    phases.enter(phases.WARMUP)
-    for side in SIDES:
-        with _as(own[side]):
-            handles = [loops[side].step() for _ in range(scenarios[side].warmup_steps)]
-            loops[side].sync()
-            losses[side] += loops[side].losses_to_floats(handles)
-        check_finite(losses[side], 0, loops[side])
-    seconds: dict[str, list[float]] = {side: [] for side in SIDES}
-    steps = candidate.steps_per_round
-    phases.enter(phases.MEASURE)
-    for pair in range(candidate.rounds):
-        for side in (SIDES if pair % 2 == 0 else SIDES[::-1]):
+    try:
+        for side in SIDES:
+            phases.enter(phases.BUILD)
             with _as(own[side]):
-                elapsed, values = timed_round(loops[side], steps, len(losses[side]))
-            seconds[side].append(elapsed)
-            losses[side] += values
-        ratio = seconds["reference"][-1] / seconds["candidate"][-1]
-        say(f"pair {pair + 1}/{candidate.rounds}: candidate/reference {ratio:.3f}x")
+                if kind == "loop":
+                    loops[side] = core.build(scenarios[side], alternating=True)
+                    threads[side] = marked.LoopThread(loops[side])
+                    threads[side].start()  # your setup runs up to its first mark while this side is in place
+                else:
+                    loops[side] = core.build(scenarios[side])
+                phases.enter(phases.WARMUP)
+                handles = [loops[side].step() for _ in range(scenarios[side].warmup_steps)]
+                loops[side].sync()
+                losses[side] += loops[side].losses_to_floats(handles)
+            own[side].check()
+            check_finite(losses[side], 0, loops[side])
+        seconds: dict[str, list[float]] = {side: [] for side in SIDES}
+        throughput: dict[str, list[float]] = {side: [] for side in SIDES}
+        figures: dict[str, dict[str, tuple[list[float], str, str]]] = {side: {} for side in SIDES}
+        steps = candidate.steps_per_round
+        phases.enter(phases.MEASURE)
+        for pair in range(candidate.rounds):
+            for side in (SIDES if pair % 2 == 0 else SIDES[::-1]):
+                with _as(own[side]):
+                    elapsed, rate, values, extra = timed_round(loops[side], steps, len(losses[side]))
+                seconds[side].append(elapsed)
+                throughput[side].append(rate)
+                losses[side] += values
+                for name, (value, unit, direction) in extra.items():
+                    figures[side].setdefault(name, ([], unit, direction))[0].append(value)
+            ratio = throughput["candidate"][-1] / throughput["reference"][-1]
+            say(f"pair {pair + 1}/{candidate.rounds}: candidate/reference {ratio:.3f}x")
+        for side in SIDES:  # your loop ends (steps.done) inside its side; what it raised then is yours
+            if side in threads:
+                with _as(own[side]):
+                    threads[side].stop()
+    except BaseException as exc:
+        for thread in threads.values():  # unwind your loops; the child reports this error
+            thread.steps.finish(exc)
+        raise
     for side in SIDES:  # what a side imported while it ran (a lazy import) is held to its tree too
         own[side].check()
     phases.enter(phases.FINISH)
     results = {}
     for side in SIDES:
         loop, scenario = loops[side], scenarios[side]
-        user_step = loop.user_step
-        metrics = {"throughput": metric_from("throughput", [loop.samples_per_step * steps / t for t in seconds[side]],
-                                             "samples/s", HIGHER),
+        metrics = {"throughput": metric_from("throughput", throughput[side], "samples/s", HIGHER),
                    "step_time": metric_from("step_time", [t / steps for t in seconds[side]], "s", LOWER)}
-        user_step.throughput_unit(metrics)
+        for name, (values, unit, direction) in figures[side].items():
+            metrics[name] = metric_from(name, values, unit, direction)
+        details: dict[str, Any] = {"round_seconds": seconds[side]}
+        if kind == "loop":
+            marked.throughput_unit(loop.steps, metrics)
+            details["user_loop"] = marked.describe(loop)
+        else:
+            loop.user_step.throughput_unit(metrics)
+            details["user_step"] = {"step": scenario.step, "samples_per_step": loop.samples_per_step}
+        details.update({"alternation": {"pairs": candidate.rounds, "order": "ABBA", "peak_host_memory_both_sides":
+                                        peak_host_memory_bytes()},
+                        "own_code": own[side].origins()})
         env = {**environment, **core.describe(scenario, loop)}
-        details = {"round_seconds": seconds[side], "user_step": {"step": scenario.step,
-                                                                  "samples_per_step": loop.samples_per_step},
-                   "alternation": {"pairs": candidate.rounds, "order": "ABBA", "peak_host_memory_both_sides":
-                                   peak_host_memory_bytes()},
-                   "own_code": own[side].origins()}
         results[side] = TrainingResult(scenario, metrics, losses[side], env, details)
     return results
 
@@ -118,8 +162,13 @@ class _as:
 
     def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
         self.side.leave()
-        if isinstance(exc, UserCodeError) and not str(exc).startswith(self.side.name):
-            raise UserCodeError(f"{self.side.name} ({self.side.where}): {exc}", exc.traceback) from exc
+        if exc is None:
+            return
+        cause = marked.loop_error(exc)  # a mark that never came: your loop's own exception
+        if isinstance(cause, UserCodeError) and not str(cause).startswith(self.side.name):
+            raise UserCodeError(f"{self.side.name} ({self.side.where}): {cause}", cause.traceback) from cause
+        if cause is not exc:
+            raise cause
 
 
 def main(argv: list[str]) -> int:

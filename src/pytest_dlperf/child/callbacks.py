@@ -67,6 +67,7 @@ def lightning_callback(steps: Steps, samples: Callable[[Any], int] | None = None
 
         def on_train_start(self, trainer: Any, pl_module: Any) -> None:
             self.last_step = trainer.global_step
+            steps.loaders(trainer.train_dataloader)
 
         def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
             if self.batch_ended is not None:  # the fetch of this batch (and Lightning's hooks around it)
@@ -121,6 +122,7 @@ def huggingface_callback(steps: Steps, samples: Callable[[Any], int] | None = No
         def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
             if model is not None and self.hook is None:
                 self.hook = model.register_forward_hook(self._forward, with_kwargs=True)
+            steps.loaders(kwargs.get("train_dataloader"))
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             n, self.micro_samples = self.micro_samples, 0

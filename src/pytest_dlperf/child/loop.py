@@ -23,16 +23,38 @@ import threading
 import time
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-from pytest_dlperf.child.measure import measure, steps_needed
+from pytest_dlperf.child import measure as harness
+from pytest_dlperf.child.measure import check_finite, measure, steps_needed
 from pytest_dlperf.child.owncode import HarnessError
 from pytest_dlperf.child.usercode import UserCodeError, call, load
 from pytest_dlperf.result import HIGHER, LOWER
 from pytest_dlperf.scenario import Scenario
 
 
+#: The most untimed steps a paired round starts with (:meth:`MarkedLoop.drain_prefetched`): a loader's ready
+#: batches beyond that are left in its queue.
+MAX_LEAD_IN = 32
+
 #: The harness's own figures: a mark's figures take other names.
 RESERVED = frozenset({"throughput", "step_time", "peak_host_memory", "peak_device_memory", "achieved_tflops",
                       "data_wait", "compile_time", "compile_time_total", "graph_breaks", "recompilations"})
+
+
+def prefetch_depth(loader: Any) -> int:
+    """How many batches ``loader`` holds ready ahead of your step: a PyTorch ``DataLoader``'s
+    ``num_workers x prefetch_factor`` (its default factor 2), 0 for a loader without workers or one of
+    another kind."""
+    workers = getattr(loader, "num_workers", 0)
+    if not isinstance(workers, int) or workers <= 0:
+        return 0
+    factor = getattr(loader, "prefetch_factor", None)
+    return workers * (factor if isinstance(factor, int) and factor > 0 else 2)
+
+
+class TrainerInOneProcess(BaseException):
+    """A trainer's callback was asked for where both revisions' loops alternate in one process: a trainer
+    owns process-wide state (signal handlers, seeds, its loggers), so its A/B runs in process pairs instead.
+    A BaseException, so the trainer setup's ``except Exception`` does not swallow it."""
 
 
 class StopTraining(BaseException):
@@ -50,11 +72,21 @@ class Steps:
     at least that many (``max_steps=steps.total``), or loop ``while not steps.done``.
     ``flops_per_step``: set it to your step's FLOPs to add achieved TFLOP/s; ``unit``: what a sample
     is ("tokens": throughput in tokens/s; default samples/s).
+    ``prefetch_depth``: how many batches your loader holds ready ahead of the step; :meth:`batches` and
+    the trainers' callbacks read it off a PyTorch ``DataLoader`` (``num_workers x prefetch_factor``); set
+    it for a loader of another kind. In a paired run or an A/B, where your loop idles while the other
+    side takes its round and the loader refills meanwhile, each timed round starts after that many
+    untimed steps (at most ``MAX_LEAD_IN``), so the round finds the queue as a loader in steady state
+    leaves it, not full.
     """
 
-    def __init__(self, scenario: Scenario):
+    def __init__(self, scenario: Scenario, alternating: bool = False):
         self.scenario = scenario
-        self.total = steps_needed(scenario)
+        self.alternating = alternating
+        paced = alternating or (harness.paced() and scenario.measure == "time")
+        self.total = (scenario.total_steps if alternating else steps_needed(scenario)) + (
+            scenario.rounds * MAX_LEAD_IN if paced else 0)
+        self.prefetch_depth = 0
         self.flops_per_step: float | None = None
         self.unit: str | None = None
         #: Your figures' (unit, "higher" | "lower"), by name; unitless and higher-is-better otherwise.
@@ -73,6 +105,7 @@ class Steps:
     def batches(self, loader: Iterable[Any]) -> Iterator[Any]:
         """``loader``'s batches, each one's wait timed: the run reports ``data_wait``, seconds per step
         spent waiting for the next batch (``for batch in steps.batches(loader): ...``)."""
+        self.prefetch_depth = max(self.prefetch_depth, prefetch_depth(loader))
         iterator = iter(loader)
         while True:
             start = time.perf_counter()
@@ -152,7 +185,21 @@ class Steps:
 
     def _rewarm_text(self) -> str:
         extra = self.total - self.scenario.total_steps
-        return f", {extra} before its first round in a paired run" if extra else ""
+        return f", up to {extra} untimed in a paired run" if extra else ""
+
+    def loaders(self, *loaders: Any) -> None:
+        """Note the loaders a trainer pulls from (its callback does), for :attr:`prefetch_depth`."""
+        for loader in loaders:
+            if isinstance(loader, dict):
+                self.loaders(*loader.values())
+            elif isinstance(loader, (list, tuple)):
+                self.loaders(*loader)
+            else:
+                self.prefetch_depth = max(self.prefetch_depth, prefetch_depth(loader))
+
+    def _trainer(self, name: str) -> None:
+        if self.alternating:
+            raise TrainerInOneProcess(f"steps.{name}(): a trainer's loop is compared in process pairs")
 
     def finish(self, failure: BaseException | None = None) -> None:
         with self._lock:
@@ -172,6 +219,7 @@ class Steps:
 
         ``samples(batch)``: what one batch holds (default: the length of its first tensor).
         """
+        self._trainer("lightning")
         from pytest_dlperf.child.callbacks import lightning_callback
 
         return lightning_callback(self, samples)
@@ -183,6 +231,7 @@ class Steps:
         ``samples(inputs)``: what one forward's inputs hold (default: the batch size of ``input_ids``,
         or of the first tensor).
         """
+        self._trainer("huggingface")
         from pytest_dlperf.child.callbacks import huggingface_callback
 
         return huggingface_callback(self, samples)
@@ -193,6 +242,7 @@ class Steps:
 
         ``samples``: what one batch holds, the ``batch_size`` you give ``fit`` (default the scenario's).
         """
+        self._trainer("keras")
         from pytest_dlperf.child.callbacks import keras_callback
 
         return keras_callback(self, samples)
@@ -219,6 +269,8 @@ class MarkedLoop:
         self._round_waits: list[float] = []
         self._round_figures: list[dict[str, Any]] = []
         self._any_wait = False
+        #: untimed steps run before each paired round (:meth:`drain_prefetched`)
+        self.lead_ins: list[int] = []
 
     @property
     def flops_per_step(self) -> float | None:
@@ -237,6 +289,25 @@ class MarkedLoop:
         if self.round_samples:  # measure() reads samples_per_step after a round's closing sync: its mean
             self.samples_per_step = sum(self.round_samples) / len(self.round_samples)  # type: ignore[assignment]
             self.round_samples = []
+
+    def drain_prefetched(self) -> None:
+        """Before a paired round: as many untimed steps as your loader holds batches ready
+        (:attr:`Steps.prefetch_depth`, at most ``MAX_LEAD_IN``), the device synchronised after them.
+
+        While this side idled its loader refilled its queue; timed from there, the round's first
+        steps would take batches it never waited for and hide a data-bound loop. Stepping through
+        them (not discarding them: your loop trains on every batch) leaves the queue where steady
+        state leaves it: still full if the loader keeps ahead, near empty where it falls behind.
+        """
+        count = min(self.steps.prefetch_depth, MAX_LEAD_IN)
+        if count <= 0:
+            return
+        first = self.steps.marked
+        handles = [self.step() for _ in range(count)]
+        self._sync()
+        check_finite(self.losses_to_floats(handles), first, self)
+        self.round_samples = []
+        self.lead_ins.append(count)
 
     def begin_round(self) -> None:
         self._round_waits = []
@@ -302,15 +373,79 @@ def run(scenario: Scenario, loop: MarkedLoop, measure: Callable[[], Any]) -> Any
     return outcome["result"]
 
 
+class LoopThread:
+    """Your ``train(steps)`` in a thread of its own, advanced mark by mark by the harness in this thread:
+    two revisions' loops alternating in one process (:mod:`pytest_dlperf.child.alternate`).
+
+    Started inside its side (its project modules in place), it runs your setup up to its first mark;
+    after that it runs only while the harness takes its marks. :meth:`stop` ends it (``steps.done``)
+    and waits for your loop to return.
+    """
+
+    #: How long a loop may take to return once ``steps.done`` (a plain loop checks it at its next mark).
+    STOP_SECONDS = 60.0
+
+    def __init__(self, loop: MarkedLoop):
+        self.steps = loop.steps
+        scenario = self.steps.scenario
+        self._train = load("loop", scenario.loop or "", scenario.import_path)
+        self._thread = threading.Thread(target=self._run, name=f"dlperf-loop-{scenario.label}", daemon=True)
+        self.error: BaseException | None = None
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            call(f"loop {self.steps.scenario.loop}", self._train, self.steps)
+        except StopTraining:
+            pass  # the harness failed and unwound your loop: its error is raised in the harness
+        except BaseException as exc:  # noqa: BLE001  # your loop's error (or a trainer): the harness reports it
+            self.error = exc
+            self.steps.ended(exc)
+        else:
+            self.steps.ended("returned")
+
+    def stop(self, failure: BaseException | None = None) -> None:
+        """End your loop (``steps.done``) and wait for it; its error after the last round is raised here."""
+        self.steps.finish(failure)
+        self._thread.join(self.STOP_SECONDS)
+        if self._thread.is_alive():
+            raise UserCodeError(f"loop {self.steps.scenario.loop} went on for {self.STOP_SECONDS:.0f} s after "
+                                "steps.done: end your loop when steps.done is true", "")
+        if failure is None and self.error is not None and not isinstance(self.error, StopTraining):
+            raise self.error
+
+
+def loop_error(exc: BaseException) -> BaseException:
+    """What to report for a mark that never came: your loop's own exception, where it raised one."""
+    if isinstance(exc, _LoopEnded) and exc.__cause__ is not None:
+        return exc.__cause__
+    return exc
+
+
 def train(scenario: Scenario, loop: MarkedLoop, progress: Any = None) -> tuple[Any, list[float], dict[str, Any]]:
     """Your loop timed at its marks, for any framework's core: ``measure``'s metrics, losses and details."""
     metrics, losses, details = run(scenario, loop, lambda: measure(loop, scenario, progress))
-    unit = loop.steps.unit
+    throughput_unit(loop.steps, metrics)
+    details["user_loop"] = describe(loop)
+    return metrics, losses, details
+
+
+def throughput_unit(steps: Steps, metrics: dict[str, Any]) -> None:
+    """Throughput in what your loop said a sample is (``steps.unit = "tokens"``: tokens/s)."""
+    unit = steps.unit
     if unit is not None:
         if not isinstance(unit, str) or not unit.strip() or "/" in unit:
-            raise UserCodeError(f"loop={scenario.loop!r}: steps.unit={unit!r} must name what a sample is, e.g. "
-                                "'tokens'", "")
+            raise UserCodeError(f"loop={steps.scenario.loop!r}: steps.unit={unit!r} must name what a sample is, "
+                                "e.g. 'tokens'", "")
         metrics["throughput"] = dataclasses.replace(metrics["throughput"], unit=f"{unit.strip()}/s")
-    details["user_loop"] = {"loop": scenario.loop, "marked_steps": loop.steps.marked,
-                            "steps_needed": loop.steps.total}
-    return metrics, losses, details
+
+
+def describe(loop: MarkedLoop) -> dict[str, Any]:
+    """What the details record of a marked loop: its steps, and the untimed lead-in of each paired round."""
+    steps = loop.steps
+    out: dict[str, Any] = {"loop": steps.scenario.loop, "marked_steps": steps.marked, "steps_needed": steps.total}
+    if loop.lead_ins:
+        out["lead_in_steps"] = loop.lead_ins
+    return out

@@ -114,6 +114,11 @@ def pace_rounds(pacer: Pacer | None) -> None:
     _installed_pacer = pacer
 
 
+def paced() -> bool:
+    """Whether this process's timed rounds wait for a pacer (one side of a paired run)."""
+    return _installed_pacer is not None
+
+
 def _optional(loop: Any, name: str, default: Any = None) -> Any:
     attr = getattr(loop, name, None)
     return attr() if callable(attr) else default

@@ -27,6 +27,7 @@ from pytest_dlperf.processes.revision import RevisionError
 from pytest_dlperf.processes.paired import DEFAULT_PROCESSES, PairedResult, Variant, pairs_for, run_paired
 from pytest_dlperf.processes.runner import PACKAGE_DIR, ScenarioFailed, run_loader_only, run_scenario
 from pytest_dlperf.profiles import COUNTED_ROUNDS, EMULATED_SHAPE, scenario_for
+from pytest_dlperf.protocol import TRAINER_LOOP
 from pytest_dlperf.result import TrainingResult
 from pytest_dlperf.scenario import Scenario, ScenarioError
 
@@ -257,9 +258,13 @@ class DlperfRun:
                                 name=f"{scenario.label}@{revision.commit.short}", package=tree.package(PACKAGE_DIR))
             commits = {"reference": revision.commit.describe(), "candidate": revision.candidate.describe()}
 
-        if revision is not None and scenario.step and reference.python is None and reference.package is None:
-            # both sides are your step module at two revisions under one interpreter and one plugin
-            result, ref_result, ratio = self._alternated(reference.scenario, scenario)
+        alternated = None
+        if revision is not None and (scenario.step or scenario.loop) and reference.python is None \
+                and reference.package is None:
+            # both sides are your step or loop module at two revisions under one interpreter and one plugin
+            alternated = self._alternated(reference.scenario, scenario)
+        if alternated is not None:
+            result, ref_result, ratio = alternated
         else:  # at least two generations, so the interval rests on more than one process pair
             paired = self.run_paired(reference, Variant(scenario), generations=max(options.generations, 2),
                                      decided=decided_at(options.ab_threshold), confidence=AB_CONFIDENCE)
@@ -319,9 +324,11 @@ class DlperfRun:
                 for side, (s, _) in sides.items()}
 
     def _alternated(self, reference: Scenario,
-                    candidate: Scenario) -> tuple[TrainingResult, TrainingResult, PairedRatio]:
-        """A/B of your step at two revisions inside one process at a time (:mod:`pytest_dlperf.processes.alternation`):
-        the process's own offset falls on both sides; fresh processes until the ratio is decided."""
+                    candidate: Scenario) -> tuple[TrainingResult, TrainingResult, PairedRatio] | None:
+        """A/B of your step or plain loop at two revisions inside one process at a time
+        (:mod:`pytest_dlperf.processes.alternation`): the process's own offset falls on both sides; fresh
+        processes until the ratio is decided. None where the loop turned out to be a trainer's (its
+        callback asked for), which is compared in process pairs."""
         options = self._session.options
         label = f"{reference.label}@{self._session.revision.commit.short} vs {candidate.label}"  # type: ignore[union-attr]
         say = self._session.console.for_scenario(label)
@@ -340,6 +347,9 @@ class DlperfRun:
                                       on_progress=self._session.console.child_progress(candidate.label),
                                       confidence=AB_CONFIDENCE)
         except ScenarioFailed as exc:
+            if exc.reason == TRAINER_LOOP:
+                say("a trainer's loop: compared in process pairs instead")
+                return None
             problem = exc.report()
         except DeviceLockTimeout as exc:
             problem = f"scenario {candidate.label!r} not run: {exc}"

@@ -22,13 +22,13 @@ def _peak_gpu_memory() -> int:
     return int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
 
 
-def build(scenario: Scenario) -> marked.MarkedLoop:
+def build(scenario: Scenario, alternating: bool = False) -> marked.MarkedLoop:
     configure(scenario)
     gpu = scenario.device == "cuda"
     if gpu:
         tf.config.experimental.reset_memory_stats("GPU:0")
     return marked.MarkedLoop(
-        marked.Steps(scenario),
+        marked.Steps(scenario, alternating),
         sync=tf.test.experimental.sync_devices if gpu else (lambda: None),
         synchronous=not gpu,
         peak_device_memory=_peak_gpu_memory if gpu else (lambda: None),
@@ -38,4 +38,8 @@ def build(scenario: Scenario) -> marked.MarkedLoop:
 def train(scenario: Scenario, progress: Any = None) -> tuple[Any, list[float], dict[str, Any], dict[str, Any]]:
     """Entry point used by the worker for ``framework='tensorflow'`` with ``loop=``."""
     metrics, losses, details = marked.train(scenario, build(scenario), progress)
-    return metrics, losses, details, environment(scenario)
+    return metrics, losses, details, describe(scenario)
+
+
+def describe(scenario: Scenario, loop: Any = None) -> dict[str, Any]:
+    return environment(scenario)

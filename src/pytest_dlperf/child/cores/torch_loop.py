@@ -16,14 +16,14 @@ from pytest_dlperf.child.cores.torch_step import prepare
 from pytest_dlperf.scenario import Scenario
 
 
-def build(scenario: Scenario) -> marked.MarkedLoop:
+def build(scenario: Scenario, alternating: bool = False) -> marked.MarkedLoop:
     prepare(scenario)
     cuda = scenario.device == "cuda"
     if cuda:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
     return marked.MarkedLoop(
-        marked.Steps(scenario),
+        marked.Steps(scenario, alternating),
         sync=torch.cuda.synchronize if cuda else (lambda: None),
         synchronous=not cuda,
         peak_device_memory=(lambda: int(torch.cuda.max_memory_allocated())) if cuda else (lambda: None),
@@ -33,6 +33,10 @@ def build(scenario: Scenario) -> marked.MarkedLoop:
 def train(scenario: Scenario, progress: Any = None) -> tuple[Any, list[float], dict[str, Any], dict[str, Any]]:
     """Entry point used by the worker for ``framework='torch'`` with ``loop=``."""
     metrics, losses, details = marked.train(scenario, build(scenario), progress)
+    return metrics, losses, details, describe(scenario)
+
+
+def describe(scenario: Scenario, loop: Any = None) -> dict[str, Any]:
     env = base_environment(scenario)
     env["channels_last"] = None  # the core does not choose your memory format
-    return metrics, losses, details, env
+    return env
