@@ -14,6 +14,9 @@ framework, its trainer and pytest-dlperf):
 4. slowed: the working tree made slower (``SLOWDOWN`` seconds of extra work per step, uncommitted) against
    HEAD: fails as "A/B slower".
 
+A/A and slowed each check the design their A/B ran: a plain loop's two revisions alternating in one process, a
+trainer's in process pairs.
+
 Tiny models and few rounds, so the whole run stays within minutes on a 2-core CPU. Usage:
 ``python examples/run_recipes.py [RECIPE ...]``; ``KEEP=1`` keeps the temporary folder. With no recipe named it
 runs the PyTorch ones (tox -e recipes); the Keras one needs TensorFlow's interpreter (tox -e recipes-tf runs
@@ -46,6 +49,11 @@ RECIPES = {
 }
 #: recipe -> a figure its judged run must report beside throughput
 FIGURE = {"timm": "data_wait"}
+#: How an A/B compares each recipe's revisions: a plain loop alternates both in one process, a trainer's loop
+#: runs in process pairs (docs/ab.md).
+ONE_PROCESS, PROCESS_PAIRS = "alternating in one process", "a trainer's loop: compared in process pairs instead"
+AB_DESIGN = {"plain": ONE_PROCESS, "timm": ONE_PROCESS, "lightning": PROCESS_PAIRS, "huggingface": PROCESS_PAIRS,
+             "keras": PROCESS_PAIRS}
 #: Run when no recipe is named: the ones this project's torch environment can run.
 DEFAULT = [name for name, (*_, framework) in RECIPES.items() if framework == "torch"]
 
@@ -119,7 +127,8 @@ def check_recipe(recipe: str, work: Path) -> list[str]:
         raise Failed(f"{recipe} judge: no {FIGURE[recipe]} figure in its report ({sorted(props)})")
     expect(output, f"{workload}", f"{recipe} judge")
     expect(output, "compared with baselines. 0 regressions.", f"{recipe} judge")
-    case("A/A", 0, "--dlperf-reference-rev=HEAD", *SMALL_AB, "--dlperf-max-generations=2")
+    output, _ = case("A/A", 0, "--dlperf-reference-rev=HEAD", *SMALL_AB, "--dlperf-max-generations=2")
+    expect(output, AB_DESIGN[recipe], f"{recipe} A/A")
     slow(project / module_name, slowdown)
     output, props = case("slowed", 1, "--dlperf-reference-rev=HEAD", *SMALL_AB)
     expect(output, f"A/B slower: {workload} throughput candidate/reference 0.", f"{recipe} slowed working tree")
