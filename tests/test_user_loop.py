@@ -170,6 +170,24 @@ def test_a_marks_figures_are_named_apart_from_the_harnesss() -> None:
     assert steps.marked == 0
 
 
+def test_a_loader_s_prefetch_depth_is_read_off_it_and_a_wrong_one_is_named() -> None:
+    from pytest_dlperf.child.loop import MarkedLoop, Steps, prefetch_depth
+    from pytest_dlperf.child.usercode import UserCodeError
+
+    class Loader:  # a torch DataLoader's attributes
+        def __init__(self, num_workers, prefetch_factor):
+            self.num_workers, self.prefetch_factor = num_workers, prefetch_factor
+
+    assert prefetch_depth(Loader(2, None)) == 4 and prefetch_depth(Loader(3, 5)) == 15
+    assert prefetch_depth(Loader(0, None)) == 0 and prefetch_depth([1, 2]) == 0
+    steps = Steps(Scenario("torch", "mine", loop="m:f"))
+    steps.loaders({"a": Loader(1, 2), "b": [Loader(4, 2)]})  # a trainer's loaders, as its callback finds them
+    assert steps.prefetch_depth == 8
+    steps.prefetch_depth = 2.5
+    with pytest.raises(UserCodeError, match=r"steps.prefetch_depth=2.5 must be the count of batches"):
+        MarkedLoop(steps, sync=lambda: None, synchronous=True).drain_prefetched()
+
+
 PAIRED_TEST = """
 def test_paired(dlperf):
     shape = dict(batch_size=8, warmup_steps=2, rounds=4, steps_per_round=5)

@@ -299,8 +299,12 @@ class MarkedLoop:
         them (not discarding them: your loop trains on every batch) leaves the queue where steady
         state leaves it: still full if the loader keeps ahead, near empty where it falls behind.
         """
-        count = min(self.steps.prefetch_depth, MAX_LEAD_IN)
-        if count <= 0:
+        depth = self.steps.prefetch_depth
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
+            raise UserCodeError(f"steps.prefetch_depth={depth!r} must be the count of batches your loader holds "
+                                "ready, a whole number (0: none)", "")
+        count = min(depth, MAX_LEAD_IN)
+        if count == 0:
             return
         first = self.steps.marked
         handles = [self.step() for _ in range(count)]
