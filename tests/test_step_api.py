@@ -441,3 +441,42 @@ def test_the_worker_picks_the_core_that_runs_the_scenario() -> None:
             == "pytest_dlperf.child.cores.torch_core")
     assert core_module(scenario_for("smoke", "tensorflow", "x", step="m:f")) == "pytest_dlperf.child.cores.tf_step"
     assert core_module(scenario_for("smoke", "torch", "resnet18")) == "pytest_dlperf.child.cores.torch_core"
+
+
+PID_STEP = """
+import os
+
+from tiny_model import make_step as tiny
+
+def make_step(scenario):
+    with open(scenario.model_config["pids"], "a") as fh:  # which process built this scenario
+        fh.write(f"{os.getpid()}\\n")
+    return tiny(scenario)
+"""
+
+TOGETHER_TEST = """
+import os
+
+SHAPE = dict(batch_size=4, warmup_steps=1, rounds=2, steps_per_round=3)
+
+def test_together(dlperf, tmp_path):
+    pids = tmp_path / "pids"
+    a = dlperf.scenario("torch", "tiny_mlp", step="pid_step:make_step", model_config={"pids": str(pids)}, **SHAPE)
+    first, second = dlperf.run_together(a, a.replace(batch_size=8))
+    built = pids.read_text().split()
+    assert len(built) == 2 and built[0] == built[1] != str(os.getpid())
+    assert first.scenario.batch_size == 4 and second.scenario.batch_size == 8 and len(second.losses) == 7
+    dlperf.ledger.record(second)
+
+def test_one_fails(dlperf):
+    a = dlperf.scenario("torch", "tiny_mlp", step="tiny_model:make_step", **SHAPE)
+    dlperf.run_together(a, a.replace(step="tiny_model:no_such_step", label="missing"))
+"""
+
+
+@TORCH
+def test_scenarios_run_together_share_one_child_and_a_failure_names_its_scenario(pytester: pytest.Pytester) -> None:
+    project(pytester, TOGETHER_TEST, tiny_model=STEP_MODULE, pid_step=PID_STEP)
+    result = run(pytester, "proj")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*scenario 'missing' failed: error in your code*no_such_step*"])

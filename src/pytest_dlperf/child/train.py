@@ -1,4 +1,4 @@
-"""The child process that trains: ``python -m pytest_dlperf.child.train SCENARIO.json RESULT.json [--paced]``.
+"""The child process that trains: ``python -m pytest_dlperf.child.train SCENARIO.json RESULT.json [...] [--paced]``.
 
 ``--paced``: each timed round waits for the paired runner's signal (:mod:`pytest_dlperf.processes.paired`).
 
@@ -137,23 +137,33 @@ def run(scenario: Scenario) -> TrainingResult:
 
 
 def main(argv: list[str]) -> int:
+    """``SCENARIO.json RESULT.json [SCENARIO.json RESULT.json ...]``: each scenario in turn in this process,
+    which imports their framework once; each result, or error, in its own file with the phases it took."""
     die_with_parent()
     paced = PACED_FLAG in argv
-    scenario_path, result_path = [a for a in argv if a != PACED_FLAG]
+    paths = [a for a in argv if a != PACED_FLAG]
     if paced:  # driven round by round by the paired runner (pytest_dlperf.processes.paired)
 
         pace_rounds(StdinPacer())
-    try:
-        with open(scenario_path, encoding="utf-8") as fh:
-            scenario = Scenario.from_dict(json.load(fh))
-        result = run(scenario)
-    except BaseException as exc:  # report everything, including KeyboardInterrupt, then exit non-zero
-        traceback.print_exc()
-        write_result(result_path, {ERROR: error_payload(exc), PHASES: phases.PROCESS.report()})
-        return EXIT_ERROR
-    write_result(result_path, {RESULT: result.to_dict(), PHASES: phases.PROCESS.report()})
+    code = 0
+    for scenario_path, result_path in zip(paths[::2], paths[1::2]):
+        try:
+            with open(scenario_path, encoding="utf-8") as fh:
+                scenario = Scenario.from_dict(json.load(fh))
+            result = run(scenario)
+        except Exception as exc:  # this scenario's error; the next one still runs
+            traceback.print_exc()
+            write_result(result_path, {ERROR: error_payload(exc), PHASES: phases.PROCESS.report()})
+            code = EXIT_ERROR
+        except BaseException as exc:  # KeyboardInterrupt, SystemExit: reported, and the rest not run
+            traceback.print_exc()
+            write_result(result_path, {ERROR: error_payload(exc), PHASES: phases.PROCESS.report()})
+            return EXIT_ERROR
+        else:
+            write_result(result_path, {RESULT: result.to_dict(), PHASES: phases.PROCESS.report()})
+        phases.PROCESS = phases.Phases()  # the next scenario's phases are its own
     progress("done")
-    return 0
+    return code
 
 
 if __name__ == "__main__":

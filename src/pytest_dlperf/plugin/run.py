@@ -25,7 +25,7 @@ from pytest_dlperf.processes import owncode
 from pytest_dlperf.processes.alternation import run_alternated
 from pytest_dlperf.processes.revision import RevisionError
 from pytest_dlperf.processes.paired import DEFAULT_PROCESSES, PairedResult, Variant, pairs_for, run_paired
-from pytest_dlperf.processes.runner import PACKAGE_DIR, ScenarioFailed, run_loader_only, run_scenario
+from pytest_dlperf.processes.runner import PACKAGE_DIR, ScenarioFailed, run_loader_only, run_scenario, run_scenarios
 from pytest_dlperf.profiles import COUNTED_ROUNDS, EMULATED_SHAPE, scenario_for
 from pytest_dlperf.protocol import TRAINER_LOOP
 from pytest_dlperf.result import TrainingResult
@@ -112,6 +112,50 @@ class DlperfRun:
             return self._run_ab(scenario)
         return self.ledger.record(self._measured(scenario, f"training {scenario.describe()}",
                                           lambda progress: run_scenario(scenario, self._workdir, progress)))
+
+    def run_together(self, *scenarios: Scenario) -> list[TrainingResult]:
+        """Train ``scenarios`` one after the other in one child process, which imports their framework once:
+        counted scenarios of one framework pay its import under Valgrind once, not each. The results, in order,
+        are not recorded: record each in the test it belongs to (``ledger.record``). The scenarios share a
+        framework, launch prefix, environment and measure; any one's failure fails this test with its report.
+        Not in A/B mode, which compares each scenario on its own (``run``)."""
+        if not scenarios:
+            pytest.fail(f"{self._item.nodeid}: dlperf.run_together() needs at least one scenario", pytrace=False)
+        labels = [s.describe() for s in scenarios]
+        if scenarios[0].measure == "instructions":
+            reason = instructions.unavailable()
+            if reason:
+                pytest.skip(reason)
+        elif self._session.options.ab_mode:
+            pytest.fail(f"{self._item.nodeid}: dlperf.run_together() does not run in A/B mode: run each scenario "
+                        "with dlperf.run", pytrace=False)
+        name = " + ".join(f"{s.model}/{s.label}" for s in scenarios)
+        say = self._session.console.for_scenario(name)
+        problem = ""
+        try:
+            with self._exclusive_devices(scenarios[0]):
+                say("in one process: " + "; ".join(f"training {label}" for label in labels))
+                started = time.monotonic()
+                outcomes = run_scenarios(scenarios, self._workdir / "together",
+                                         self._session.console.child_progress(name))
+        except ValueError as exc:
+            problem = f"{self._item.nodeid}: dlperf.run_together(): {exc}"
+        except ScenarioFailed as exc:
+            problem = exc.report()
+        except DeviceLockTimeout as exc:
+            problem = f"scenarios {labels!r} not run: {exc}"
+        except instructions.InstructionsUnavailable as exc:
+            pytest.skip(str(exc))
+        if not problem:
+            failed = [o for o in outcomes if isinstance(o, ScenarioFailed)]
+            problem = "\n".join(f.report() for f in failed)
+        if problem:
+            say(f"failed: {problem.splitlines()[0]}")
+            pytest.fail(problem, pytrace=False)
+        results = [o for o in outcomes if isinstance(o, TrainingResult)]
+        say(f"done in {time.monotonic() - started:.0f} s: "
+            + "; ".join(f"{r.scenario.model} {_headline(r)}" for r in results))
+        return results
 
     def _measured(self, scenario: Scenario, intro: str,
                   child: Callable[[Callable[[str], None] | None], TrainingResult]) -> TrainingResult:

@@ -157,27 +157,63 @@ def run_scenario(
     module: str = "pytest_dlperf.child.train",
 ) -> TrainingResult:
     """Run ``python -m module SCENARIO.json RESULT.json`` (by default: train) in a child; return its result."""
+    (outcome,) = run_scenarios([scenario], workdir, on_progress, python, module)
+    if isinstance(outcome, ScenarioFailed):
+        raise outcome
+    return outcome
+
+
+def run_scenarios(
+    scenarios: Sequence[Scenario],
+    workdir: Path | None = None,
+    on_progress: Callable[[str], None] | None = None,
+    python: str | None = None,
+    module: str = "pytest_dlperf.child.train",
+) -> list[TrainingResult | ScenarioFailed]:
+    """Run ``scenarios`` one after the other in one child (``SCENARIO.json RESULT.json`` per scenario), which
+    imports their framework once; each one's result, or its failure. They share the first one's launch
+    prefix, environment, timeout (the child's whole life) and measure (under Valgrind when counted)."""
+    first = scenarios[0]
+    differ = [s.label for s in scenarios[1:] if (s.launch_prefix, s.env, s.measure, s.framework)
+              != (first.launch_prefix, first.env, first.measure, first.framework)]
+    if differ:
+        raise ValueError(f"scenarios {differ} differ from {first.label!r} in framework, launch prefix, environment "
+                         "or measure: they cannot share one child")
     workdir = Path(workdir or tempfile.mkdtemp(prefix="dlperf-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    scenario_path = workdir / f"{scenario.label}.scenario.json"
-    result_path = workdir / f"{scenario.label}.result.json"
-    log_path = workdir / f"{scenario.label}.log"
-    scenario_path.write_text(scenario.to_json(), encoding="utf-8")
-    result_path.unlink(missing_ok=True)
-    command = [*scenario.launch_prefix, python or sys.executable, "-m", module, str(scenario_path), str(result_path)]
+    files = []
+    for index, scenario in enumerate(scenarios):
+        name = scenario.label if len(scenarios) == 1 else f"{index}-{scenario.label}"  # labels may repeat
+        scenario_path = workdir / f"{name}.scenario.json"
+        result_path = workdir / f"{name}.result.json"
+        scenario_path.write_text(scenario.to_json(), encoding="utf-8")
+        result_path.unlink(missing_ok=True)
+        files += [scenario_path, result_path]
+    label = " + ".join(s.label for s in scenarios)
+    log_path = workdir / f"{scenarios[-1].label if len(scenarios) == 1 else 'together'}.log"
+    command = [*first.launch_prefix, python or sys.executable, "-m", module, *map(str, files)]
     extra: dict[str, str] = {}
-    if scenario.measure == "instructions":
-        out_dir = workdir / f"{scenario.label}.callgrind"
+    if first.measure == "instructions":
+        out_dir = workdir / f"{first.label}.callgrind"
         out_dir.mkdir(exist_ok=True)
-        own = command[len(scenario.launch_prefix):]
-        command = [*scenario.launch_prefix, *instructions.command_prefix(out_dir), *own]
+        own = command[len(first.launch_prefix):]
+        command = [*first.launch_prefix, *instructions.command_prefix(out_dir), *own]
         extra = instructions.child_environment(instructions.build_shim(), out_dir)
-    code = run_child(command, child_environment(scenario, extra), log_path, scenario.timeout, scenario.label,
-                     on_progress)
-    result = TrainingResult.from_dict(child_result(result_path, code, scenario.label, log_path))
-    if scenario.measure == "instructions":
-        filed_by_counting_model(result)
-    return result
+    timeout = sum(s.timeout for s in scenarios)
+    code = run_child(command, child_environment(first, extra), log_path, timeout, label, on_progress)
+    outcomes: list[TrainingResult | ScenarioFailed] = []
+    for scenario, result_path in zip(scenarios, files[1::2]):
+        try:  # a scenario that wrote its result succeeded, whatever became of the others
+            written = RESULT in read_result(result_path)
+            result = TrainingResult.from_dict(child_result(result_path, 0 if written else code, scenario.label,
+                                                           log_path))
+        except ScenarioFailed as exc:
+            outcomes.append(exc)
+            continue
+        if scenario.measure == "instructions":
+            filed_by_counting_model(result)
+        outcomes.append(result)
+    return outcomes
 
 
 def child_result(result_path: Path, code: int, label: str, log_path: Path) -> dict:
