@@ -25,7 +25,8 @@ from pytest_dlperf.processes import owncode
 from pytest_dlperf.processes.alternation import run_alternated
 from pytest_dlperf.processes.revision import RevisionError
 from pytest_dlperf.processes.paired import DEFAULT_PROCESSES, PairedResult, Variant, pairs_for, run_paired
-from pytest_dlperf.processes.runner import PACKAGE_DIR, ScenarioFailed, run_loader_only, run_scenario, run_scenarios
+from pytest_dlperf.processes.runner import (PACKAGE_DIR, ScenarioFailed, run_loader_only, run_scenario, run_scenarios,
+                                           unshareable)
 from pytest_dlperf.profiles import COUNTED_ROUNDS, EMULATED_SHAPE, scenario_for
 from pytest_dlperf.protocol import TRAINER_LOOP
 from pytest_dlperf.result import TrainingResult
@@ -129,46 +130,35 @@ class DlperfRun:
         elif self._session.options.ab_mode:
             pytest.fail(f"{self._item.nodeid}: dlperf.run_together() does not run in A/B mode: run each scenario "
                         "with dlperf.run", pytrace=False)
-        name = " + ".join(f"{s.model}/{s.label}" for s in scenarios)
-        say = self._session.console.for_scenario(name)
-        problem = ""
-        try:
-            with self._exclusive_devices(scenarios[0]):
-                say("in one process: " + "; ".join(f"training {label}" for label in labels))
-                started = time.monotonic()
-                outcomes = run_scenarios(scenarios, self._workdir / "together",
-                                         self._session.console.child_progress(name))
-        except ValueError as exc:
-            problem = f"{self._item.nodeid}: dlperf.run_together(): {exc}"
-        except ScenarioFailed as exc:
-            problem = exc.report()
-        except DeviceLockTimeout as exc:
-            problem = f"scenarios {labels!r} not run: {exc}"
-        except instructions.InstructionsUnavailable as exc:
-            pytest.skip(str(exc))
-        if not problem:
-            failed = [o for o in outcomes if isinstance(o, ScenarioFailed)]
-            problem = "\n".join(f.report() for f in failed)
+        problem = unshareable(scenarios)
         if problem:
-            say(f"failed: {problem.splitlines()[0]}")
-            pytest.fail(problem, pytrace=False)
-        results = [o for o in outcomes if isinstance(o, TrainingResult)]
-        say(f"done in {time.monotonic() - started:.0f} s: "
-            + "; ".join(f"{r.scenario.model} {_headline(r)}" for r in results))
-        return results
+            pytest.fail(f"{self._item.nodeid}: dlperf.run_together(): {problem}", pytrace=False)
+        outcomes = self._measured(
+            scenarios[0], "in one process: " + "; ".join(f"training {label}" for label in labels),
+            lambda progress: run_scenarios(scenarios, self._workdir / "together", progress),
+            name=" + ".join(f"{s.model}/{s.label}" for s in scenarios),
+            headline=lambda done: "; ".join(f"{s.model} " + (_headline(o) if isinstance(o, TrainingResult)
+                                                              else "failed") for s, o in zip(scenarios, done)))
+        failed = [o for o in outcomes if isinstance(o, ScenarioFailed)]
+        if failed:
+            pytest.fail("\n".join(f.report() for f in failed), pytrace=False)
+        return [o for o in outcomes if isinstance(o, TrainingResult)]
 
-    def _measured(self, scenario: Scenario, intro: str,
-                  child: Callable[[Callable[[str], None] | None], TrainingResult]) -> TrainingResult:
-        """Run ``child`` (given the progress writer) holding the devices' lock, with a start and an end
-        line on the terminal; a crash, hang or lock timeout fails this test with the report."""
+    def _measured(self, scenario: Scenario, intro: str, child: Callable[[Callable[[str], None] | None], Any],
+                  name: str = "", headline: Callable[[Any], str] | None = None) -> Any:
+        """Run ``child`` (given the progress writer) holding ``scenario``'s devices' lock, with a start and an
+        end line on the terminal (``name``: whose, default the scenario's label; ``headline``: what the end
+        line says of what ``child`` returned, default a result's throughput); a crash, hang or lock timeout
+        fails this test with the report."""
         console = self._session.console
-        say = console.for_scenario(scenario.label)
+        name = name or scenario.label
+        say = console.for_scenario(name)
         problem = ""
         try:
             with self._exclusive_devices(scenario):
                 say(intro)
                 started = time.monotonic()
-                result = child(console.child_progress(scenario.label))
+                result = child(console.child_progress(name))
         except ScenarioFailed as exc:
             problem = exc.report()
         except DeviceLockTimeout as exc:
@@ -178,7 +168,7 @@ class DlperfRun:
         if problem:  # failed outside the handler, so pytest shows the report alone, not a chain
             say(f"failed: {problem.splitlines()[0]}")
             pytest.fail(problem, pytrace=False)
-        say(f"done in {time.monotonic() - started:.0f} s: {_headline(result)}")
+        say(f"done in {time.monotonic() - started:.0f} s: {(headline or _headline)(result)}")
         return result
 
     def run_paired(self, *variants: Scenario | Variant, pairs: int | None = None,

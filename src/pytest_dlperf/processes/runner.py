@@ -163,6 +163,16 @@ def run_scenario(
     return outcome
 
 
+def unshareable(scenarios: Sequence[Scenario]) -> str:
+    """Why ``scenarios`` cannot share one child, or "": they must share a framework, launch prefix, environment
+    and measure (the child is started once, with the first one's)."""
+    first = scenarios[0]
+    differ = [s.describe() for s in scenarios[1:] if (s.launch_prefix, s.env, s.measure, s.framework)
+              != (first.launch_prefix, first.env, first.measure, first.framework)]
+    return (f"{differ} differ from {first.describe()!r} in framework, launch prefix, environment or measure: "
+            "they cannot share one child") if differ else ""
+
+
 def run_scenarios(
     scenarios: Sequence[Scenario],
     workdir: Path | None = None,
@@ -173,12 +183,10 @@ def run_scenarios(
     """Run ``scenarios`` one after the other in one child (``SCENARIO.json RESULT.json`` per scenario), which
     imports their framework once; each one's result, or its failure. They share the first one's launch
     prefix, environment, timeout (the child's whole life) and measure (under Valgrind when counted)."""
+    problem = unshareable(scenarios)
+    if problem:
+        raise ValueError(problem)
     first = scenarios[0]
-    differ = [s.label for s in scenarios[1:] if (s.launch_prefix, s.env, s.measure, s.framework)
-              != (first.launch_prefix, first.env, first.measure, first.framework)]
-    if differ:
-        raise ValueError(f"scenarios {differ} differ from {first.label!r} in framework, launch prefix, environment "
-                         "or measure: they cannot share one child")
     workdir = Path(workdir or tempfile.mkdtemp(prefix="dlperf-"))
     workdir.mkdir(parents=True, exist_ok=True)
     files = []
