@@ -215,7 +215,7 @@ import torch
 
 def collate(delay):
     def stack(samples):
-        time.sleep(delay)  # a slow transform, in the main process (no workers)
+        time.sleep(delay)  # a slow transform
         return torch.utils.data.default_collate(samples)
     return stack
 
@@ -224,8 +224,9 @@ def train(steps):
     model = torch.nn.Linear(16, 4)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     x, y = torch.randn(4096, 16), torch.randint(0, 4, (4096,))
+    config = steps.scenario.model_config
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=steps.scenario.batch_size,
-                                         collate_fn=collate(steps.scenario.model_config["delay"]))
+                                         collate_fn=collate(config["delay"]), num_workers=config.get("workers", 0))
     for xb, yb in steps.batches(loader):
         optimizer.zero_grad()
         loss = torch.nn.functional.cross_entropy(model(xb), yb)
@@ -256,39 +257,15 @@ def test_a_loader_made_slower_raises_data_wait_by_its_delay(pytester: pytest.Pyt
     run(pytester, "proj").assert_outcomes(passed=1)
 
 
-PREFETCH_LOOP = """
-import time
-import torch
-
-def collate(samples):
-    time.sleep(0.04)  # each worker makes a batch in 40 ms: two workers, one batch per 20 ms at best
-    return torch.utils.data.default_collate(samples)
-
-def train(steps):
-    torch.manual_seed(steps.scenario.seed)
-    model = torch.nn.Linear(16, 4)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    x, y = torch.randn(8192, 16), torch.randint(0, 4, (8192,))
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=steps.scenario.batch_size,
-                                         num_workers=2, collate_fn=collate)
-    for xb, yb in steps.batches(loader):
-        optimizer.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(xb), yb)
-        loss.backward()
-        optimizer.step()
-        steps.step(loss)
-        if steps.done:
-            break
-"""
-
 PREFETCH_TEST = """
 def test_prefetch(dlperf):
-    shape = dict(batch_size=8, warmup_steps=4, rounds=3, steps_per_round=8, intra_op_threads=1)
+    # two workers, each making a batch of 8 in 40 ms: at most 8 / 0.02 = 400 samples/s; a round started with the
+    # four batches they queued while the other side ran reads about 560
+    shape = dict(batch_size=8, warmup_steps=4, rounds=3, steps_per_round=8, intra_op_threads=1,
+                 model_config={"delay": 0.04, "workers": 2})
     paired = dlperf.run_paired(dlperf.scenario("torch", "one", loop="my_loop:train", **shape),
                                dlperf.scenario("torch", "two", loop="my_loop:train", **shape), pairs=3, processes=1)
     for side in paired.results.values():
-        # two workers at 40 ms a batch make at most 8 / 0.02 = 400 samples/s; a round started with the four
-        # batches they queued while the other side ran would read about 800
         assert side.throughput.value < 1.2 * 400, side.throughput.samples
         assert side.details["user_loop"]["lead_in_steps"] == [4] * len(side.throughput.samples)
         assert side.metrics["data_wait"].value > 0.005
@@ -299,7 +276,7 @@ def test_prefetch(dlperf):
 @TORCH
 def test_a_paired_round_of_a_data_bound_loop_starts_without_the_batches_queued_while_it_idled(
         pytester: pytest.Pytester) -> None:
-    project(pytester, PREFETCH_TEST, my_loop=PREFETCH_LOOP)
+    project(pytester, PREFETCH_TEST, my_loop=DATA_LOOP)
     run(pytester, "proj").assert_outcomes(passed=1)
 
 
