@@ -340,6 +340,22 @@ class MarkedLoop:
         return self._peak()
 
 
+def drive(train: Callable[[Steps], Any], steps: Steps) -> BaseException | None:
+    """Run your ``train(steps)`` to its end and tell the harness how it ended; your loop's exception, if any.
+
+    A loop unwound by :class:`StopTraining` ended because the harness failed: the harness's error is the one
+    to report, so None."""
+    try:
+        call(f"loop {steps.scenario.loop}", train, steps)
+    except StopTraining:
+        return None
+    except BaseException as exc:  # noqa: BLE001  # your loop's error (or a trainer's refusal): reported by the caller
+        steps.ended(exc)
+        return exc
+    steps.ended("returned")
+    return None
+
+
 def run(scenario: Scenario, loop: MarkedLoop, measure: Callable[[], Any]) -> Any:
     """Your ``train(steps)`` in this thread, ``measure()`` in a harness thread; ``measure``'s result."""
     steps = loop.steps
@@ -356,17 +372,10 @@ def run(scenario: Scenario, loop: MarkedLoop, measure: Callable[[], Any]) -> Any
 
     thread = threading.Thread(target=harness, name="dlperf-harness", daemon=True)
     thread.start()
-    try:
-        call(f"loop {scenario.loop}", train, steps)
-    except StopTraining:
-        pass  # the harness failed and unwound your loop: its error is raised below
-    except BaseException as exc:
-        steps.ended(exc)
-        thread.join()
-        raise
-    else:
-        steps.ended("returned")
+    raised = drive(train, steps)
     thread.join()
+    if raised is not None:
+        raise raised
     if "error" in outcome:
         error = outcome["error"]
         if isinstance(error, _LoopEnded):
@@ -400,24 +409,16 @@ class LoopThread:
         self._thread.start()
 
     def _run(self) -> None:
-        try:
-            call(f"loop {self.steps.scenario.loop}", self._train, self.steps)
-        except StopTraining:
-            pass  # the harness failed and unwound your loop: its error is raised in the harness
-        except BaseException as exc:  # noqa: BLE001  # your loop's error (or a trainer): the harness reports it
-            self.error = exc
-            self.steps.ended(exc)
-        else:
-            self.steps.ended("returned")
+        self.error = drive(self._train, self.steps)
 
-    def stop(self, failure: BaseException | None = None) -> None:
+    def stop(self) -> None:
         """End your loop (``steps.done``) and wait for it; its error after the last round is raised here."""
-        self.steps.finish(failure)
+        self.steps.finish()
         self._thread.join(self.STOP_SECONDS)
         if self._thread.is_alive():
             raise UserCodeError(f"loop {self.steps.scenario.loop} went on for {self.STOP_SECONDS:.0f} s after "
                                 "steps.done: end your loop when steps.done is true", "")
-        if failure is None and self.error is not None and not isinstance(self.error, StopTraining):
+        if self.error is not None:
             raise self.error
 
 

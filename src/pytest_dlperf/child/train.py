@@ -151,14 +151,12 @@ def main(argv: list[str]) -> int:
             with open(scenario_path, encoding="utf-8") as fh:
                 scenario = Scenario.from_dict(json.load(fh))
             result = run(scenario)
-        except Exception as exc:  # this scenario's error; the next one still runs
+        except BaseException as exc:  # reported; after KeyboardInterrupt or SystemExit the rest does not run
             traceback.print_exc()
             write_result(result_path, {ERROR: error_payload(exc), PHASES: phases.PROCESS.report()})
             code = EXIT_ERROR
-        except BaseException as exc:  # KeyboardInterrupt, SystemExit: reported, and the rest not run
-            traceback.print_exc()
-            write_result(result_path, {ERROR: error_payload(exc), PHASES: phases.PROCESS.report()})
-            return EXIT_ERROR
+            if not isinstance(exc, Exception):
+                return code
         else:
             write_result(result_path, {RESULT: result.to_dict(), PHASES: phases.PROCESS.report()})
         phases.PROCESS = phases.Phases()  # the next scenario's phases are its own
