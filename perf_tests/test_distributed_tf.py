@@ -9,7 +9,7 @@ did not run on this CPU build):
   single run must differ, which shows the comparison can fail;
 * 1 vs 2 workers of a small conv-BN network (Keras has no ResNet-18; 32 px, batch 16
   per worker, 2 epochs): throughput per worker, weak-scaling efficiency and top-1/top-5
-  on held-out data, on loopback, across two network namespaces, and behind ``tbf``. As in
+  on held-out data, on loopback and across two network namespaces behind ``tbf``. As in
   the PyTorch file, the 1-worker and the 2-worker job run at once and alternate timed rounds,
   so the efficiency is a paired ratio with its interval, decided adaptively against its floor.
 """
@@ -40,14 +40,14 @@ MIN_TOP1 = 0.5
 #: 2 ranks x 1 thread on a 2-core machine, loopback or veth: at least this weak-scaling efficiency,
 #: about 25% below the lowest measured on the 2-core VMs (docs/evidence.md, "Data-parallel scaling");
 #: paired, it fails when stats.decide calls the per-worker ratio below the floor.
-MIN_EFFICIENCY = {"loopback": 0.54, "netns": 0.52}
+MIN_EFFICIENCY = {"loopback": 0.54}
 #: Pairs of timed rounds the 2 epochs split into (fixed: the ini key dlperf_pairs would change how much a round trains).
 PAIRS = 20
 RATE = "1gbit"
 CLAIM = ScalingClaim(min_efficiency=MIN_EFFICIENCY, accuracy_margin=ACCURACY_MARGIN, min_top1=MIN_TOP1,
                      rate=RATE)
 #: Two jobs one after the other (a launcher that cannot pace) carry the machine's drift between them.
-SEQUENTIAL_CLAIM = dataclasses.replace(CLAIM, min_efficiency={"loopback": 0.4, "netns": 0.4})
+SEQUENTIAL_CLAIM = dataclasses.replace(CLAIM, min_efficiency={"loopback": 0.4})
 TIMEOUT = 240.0
 
 
@@ -79,11 +79,12 @@ def test_mwms_parameters_equal_single_process_large_batch(distributed, tmp_path)
     assert control > 100 * PARAM_RTOL, f"control: batch 8 vs 16 should differ, got {control:.3g} on {name}"
 
 
-#: loopback: this host through the user's launcher (--dlperf-launcher, local by default); netns: two
-#: network namespaces built for the test (behind a tbf rate limit for netns_limited), removed after it.
+#: loopback: this host through the user's launcher (--dlperf-launcher, local by default); netns_limited:
+#: two network namespaces built for the test behind a tbf rate limit, removed after it. Two namespaces
+#: without a limit read as loopback does (a veth pair is as fast as lo); a job across hosts without a
+#: limit is test_engines.py's, through each engine.
 NETWORK_PARAMS = [
     pytest.param("loopback", marks=pytest.mark.distributed(workers=2)),
-    pytest.param("netns", marks=[pytest.mark.slow, pytest.mark.distributed(workers=2, launcher="netns")]),
     pytest.param("netns_limited",
                  marks=[pytest.mark.slow, pytest.mark.distributed(workers=2, launcher="netns", rate=RATE)]),
 ]

@@ -9,8 +9,8 @@ The seed trains ResNet on ImageNet on one VM and on two (``RANK=0``/``RANK=1``,
   a BN model is not that computation); a 1-process batch-``b`` run must differ, which
   shows the comparison can fail;
 * 1 vs 2 workers of ResNet-18 (32 px, batch 16 per worker, 2 epochs): throughput per
-  worker, weak-scaling efficiency and top-1/top-5 on held-out data, on loopback, across
-  two network namespaces, and across two namespaces behind a ``tbf`` rate limit. The
+  worker, weak-scaling efficiency and top-1/top-5 on held-out data, on loopback and across
+  two network namespaces behind a ``tbf`` rate limit. The
   1-worker job and the 2-worker job run at once and alternate timed rounds
   (:mod:`pytest_dlperf.processes.distributed.paced_job`), so the efficiency is a paired ratio with its interval,
   not two sequential runs' quotient that carries the machine's drift between them.
@@ -41,7 +41,7 @@ MIN_TOP1 = 0.5
 #: 2 ranks x 1 thread on a 2-core machine, loopback or veth: at least this weak-scaling efficiency
 #: (paired per-worker ratio; fails when stats.decide calls it below the floor), about 25% below the
 #: lowest measured on the 2-core VMs (docs/evidence.md, "Data-parallel scaling").
-MIN_EFFICIENCY = {"loopback": 0.35, "netns": 0.35}
+MIN_EFFICIENCY = {"loopback": 0.35}
 #: Pairs of timed rounds: each job's 2 epochs split into this many rounds (1 worker: 128 steps,
 #: 6 a round after 8 warm-up steps; 2 workers: 64 steps, 3 a round after 4), so it is fixed here,
 #: not taken from the ini key dlperf_pairs, which would change how much each round trains.
@@ -52,8 +52,10 @@ RATE = "1gbit"
 #: (a 40k-parameter CNN, 96 px, batch 64) against ~160 KB of gradient, so the efficiency is about
 #: DDP and the all-reduce, not about threads or bandwidth.
 COMPUTE_BOUND = dict(model="tiny_cnn", batch_size=64, image_size=96, num_classes=10, lr=0.02, momentum=0.9,
-                     seed=0, train_samples=4096, val_samples=512, noise=2.0, epochs=1, warmup_steps=4, threads=1,
+                     seed=0, train_samples=2048, val_samples=512, noise=2.0, epochs=1, warmup_steps=4, threads=1,
                      core_per_rank=True)
+#: 5 timed rounds in each process of a job: 5 steps a round for the single worker, 2 for each of the two.
+COMPUTE_BOUND_PAIRS = 10
 #: About 10% below the lowest efficiency measured on the 2-core VMs and above what the pinning lost
 #: gives (docs/evidence.md, "Data-parallel scaling").
 MIN_COMPUTE_BOUND_EFFICIENCY = 0.7
@@ -62,7 +64,7 @@ COMPUTE_BOUND_CLAIM = ScalingClaim(min_efficiency={"core_per_worker": MIN_COMPUT
 CLAIM = ScalingClaim(min_efficiency=MIN_EFFICIENCY, accuracy_margin=ACCURACY_MARGIN, min_top1=MIN_TOP1,
                      rate=RATE)
 #: Two jobs one after the other (a launcher that cannot pace) carry the machine's drift between them.
-SEQUENTIAL_CLAIM = dataclasses.replace(CLAIM, min_efficiency={"loopback": 0.3, "netns": 0.3})
+SEQUENTIAL_CLAIM = dataclasses.replace(CLAIM, min_efficiency={"loopback": 0.3})
 TIMEOUT = 240.0
 
 
@@ -94,11 +96,12 @@ def test_ddp_parameters_equal_single_process_large_batch(distributed, tmp_path):
     assert control > 100 * PARAM_RTOL, f"control: batch 8 vs 16 should differ, got {control:.3g} on {name}"
 
 
-#: loopback: this host through the user's launcher (--dlperf-launcher, local by default); netns: two
-#: network namespaces built for the test (behind a tbf rate limit for netns_limited), removed after it.
+#: loopback: this host through the user's launcher (--dlperf-launcher, local by default); netns_limited:
+#: two network namespaces built for the test behind a tbf rate limit, removed after it. Two namespaces
+#: without a limit read as loopback does (a veth pair is as fast as lo); a job across hosts without a
+#: limit is test_engines.py's, through each engine.
 NETWORK_PARAMS = [
     pytest.param("loopback", marks=pytest.mark.distributed(workers=2)),
-    pytest.param("netns", marks=[pytest.mark.slow, pytest.mark.distributed(workers=2, launcher="netns")]),
     pytest.param("netns_limited",
                  marks=[pytest.mark.slow, pytest.mark.distributed(workers=2, launcher="netns", rate=RATE)]),
 ]
@@ -134,7 +137,7 @@ def test_compute_bound_weak_scaling_with_a_core_per_worker(dlperf, distributed):
         print(f"4 workers not run: this process may use {cores} CPUs, 4 workers need a core each")
     jobs = [dist.Job("torch", 1, COMPUTE_BOUND, timeout=TIMEOUT, label="single-core")]
     jobs += [dist.Job("torch", n, COMPUTE_BOUND, timeout=TIMEOUT, label=f"ddp{n}-core-per-worker") for n in counts]
-    paired = dlperf.run_paired_jobs(*jobs, pairs=PAIRS, processes=2,
+    paired = dlperf.run_paired_jobs(*jobs, pairs=COMPUTE_BOUND_PAIRS, processes=2,
                                     decided=claim_decided(MIN_COMPUTE_BOUND_EFFICIENCY, [j.label for j in jobs[1:]]))
     assert len(paired.results[jobs[0].label][0].workers[0]["cpus"]) == 1
     for job in jobs[1:]:

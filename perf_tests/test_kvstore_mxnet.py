@@ -20,7 +20,7 @@ the samples/s of each worker and the validation accuracy (1 worker: 350 samples/
   horovod built against MXNet and ``horovodrun``, which this suite does not install;
 * the seed's table as a test: per-worker throughput, scaling efficiency and top-1/top-5
   of 1 vs 2 workers after the same epochs (ResNet-18 v1 from the Gluon model zoo, 32 px),
-  on loopback, across two network namespaces and behind a ``tbf`` rate limit; the 1-worker
+  on loopback and across two network namespaces behind a ``tbf`` rate limit; the 1-worker
   and the 2-worker job run at once and alternate timed rounds, so the efficiency is a paired
   ratio decided adaptively against its floor. The seed's 4-worker row needs more than this
   2-core CI machine.
@@ -50,14 +50,14 @@ ACCURACY_MARGIN = 0.15
 MIN_TOP1 = 0.5
 #: 2 ranks x 1 thread on a 2-core machine: about 25% below the lowest weak-scaling efficiency measured
 #: on the 2-core VMs (docs/evidence.md, "Data-parallel scaling").
-MIN_EFFICIENCY = {"loopback": 0.37, "netns": 0.37}
+MIN_EFFICIENCY = {"loopback": 0.37}
 #: Pairs of timed rounds the 2 epochs split into (fixed: the ini key dlperf_pairs would change how much a round trains).
 PAIRS = 20
 RATE = "1gbit"
 CLAIM = ScalingClaim(min_efficiency=MIN_EFFICIENCY, accuracy_margin=ACCURACY_MARGIN, min_top1=MIN_TOP1,
                      rate=RATE)
 #: Two jobs one after the other (a launcher that cannot pace) carry the machine's drift between them.
-SEQUENTIAL_CLAIM = dataclasses.replace(CLAIM, min_efficiency={"loopback": 0.3, "netns": 0.3})
+SEQUENTIAL_CLAIM = dataclasses.replace(CLAIM, min_efficiency={"loopback": 0.3})
 TIMEOUT = 240.0
 
 
@@ -167,11 +167,12 @@ def test_dist_async_trains_but_is_not_the_large_batch_computation(distributed, t
     assert rel > 100 * PARAM_RTOL, f"dist_async matched local at 2b ({rel:.3g} on {name}): it did not run async"
 
 
-#: loopback: this host through the user's launcher (--dlperf-launcher, local by default); netns: two
-#: network namespaces built for the test (behind a tbf rate limit for netns_limited), removed after it.
+#: loopback: this host through the user's launcher (--dlperf-launcher, local by default); netns_limited:
+#: two network namespaces built for the test behind a tbf rate limit, removed after it. Two namespaces
+#: without a limit read as loopback does (a veth pair is as fast as lo); a job across hosts without a
+#: limit is test_engines.py's, through each engine.
 NETWORK_PARAMS = [
     pytest.param("loopback", marks=pytest.mark.distributed(workers=2)),
-    pytest.param("netns", marks=[pytest.mark.slow, pytest.mark.distributed(workers=2, launcher="netns")]),
     pytest.param("netns_limited",
                  marks=[pytest.mark.slow, pytest.mark.distributed(workers=2, launcher="netns", rate=RATE)]),
 ]
