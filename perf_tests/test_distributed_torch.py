@@ -33,7 +33,7 @@ EQUIVALENCE = dict(model="tiny_cnn", batch_size=8, image_size=16, num_classes=10
 #: float32 sums in a different order (per-rank means averaged vs one mean): ~1e-7 relative; allow 1e-4.
 PARAM_RTOL = 1e-4
 SCALING = dict(model="resnet18", batch_size=16, image_size=32, num_classes=10, lr=0.01, momentum=0.9, seed=0,
-               train_samples=1024, val_samples=512, noise=2.0, epochs=2, warmup_steps=2, rounds=4, threads=1)
+               train_samples=512, val_samples=512, noise=2.0, epochs=2, warmup_steps=2, rounds=4, threads=1)
 #: Two workers (twice the global batch, half the steps, same epochs) may lose this much top-1.
 ACCURACY_MARGIN = 0.15
 #: Above chance (10 classes) by a wide margin: the single worker really learned.
@@ -42,10 +42,10 @@ MIN_TOP1 = 0.5
 #: (paired per-worker ratio; fails when stats.decide calls it below the floor), about 25% below the
 #: lowest measured on the 2-core VMs (docs/evidence.md, "Data-parallel scaling").
 MIN_EFFICIENCY = {"loopback": 0.35}
-#: Pairs of timed rounds: each job's 2 epochs split into this many rounds (1 worker: 128 steps,
-#: 6 a round after 8 warm-up steps; 2 workers: 64 steps, 3 a round after 4), so it is fixed here,
+#: Pairs of timed rounds: each job's 2 epochs split into this many rounds (1 worker: 64 steps,
+#: 5 a round after 8 warm-up steps; 2 workers: 32 steps, 2 a round after 4), so it is fixed here,
 #: not taken from the ini key dlperf_pairs, which would change how much each round trains.
-PAIRS = 20
+PAIRS = 10
 RATE = "1gbit"
 #: Fair, compute-bound weak scaling on this host: each rank on a core of its own (``core_per_rank``;
 #: the 1-worker job gets one core too, not the machine), ~130 ms of convolution per step on one core
