@@ -24,9 +24,11 @@ The compared steps, per framework:
 
 CPU (smoke shapes): one process per variant, not the paired runner's default 2: a cold
 inductor compile of ResNet-18 takes about 50 s of a 2-core runner per process, and the CI
-budget for this file is about 3 minutes; the 20 pairs (the default) cost about 25 s and are
-kept: with 6 the signed-rank interval is the full range of the pairs (measured: 0.32x to
-5.2x around 0.84x on a busy 2-core VM), an assertion nobody could fail. Every child
+budget for this file is about 3 minutes. MXNet's claim is decided on 20 pairs (the default): on 10
+it read 1.10x and stayed undecided for 3 more generations, 108 s against 44 (Intel AMX type, issue
+59); with 6 a signed-rank interval was the full range of the pairs (measured: 0.32x to 5.2x around
+0.84x on a busy 2-core VM), an assertion nobody could fail. torch's and XLA's slowdowns, asserted on
+no interval, are recorded from 8 and 4 pairs. Every child
 is built and warmed up alone (``build_one_at_a_time``), so the compile time is not
 stretched by another child's warm-up; torch compiles into a fresh inductor cache
 (``TORCHINDUCTOR_CACHE_DIR`` in the test's temporary folder), so the compile time is a
@@ -130,7 +132,7 @@ def test_torch_compile_on_cpu_is_held_against_eager(dlperf, tmp_path, request):
     base = dlperf.scenario("torch", "resnet18", env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")})
     eager = base.replace(label="eager")
     compiled = base.replace(compile="default", label="compiled")
-    paired = compare(dlperf, eager, compiled, cpu=True, request=request, claim=False)
+    paired = compare(dlperf, eager, compiled, cpu=True, request=request, claim=False, pairs=8)
     assert_compile_recorded(paired.results["compiled"])
 
 
