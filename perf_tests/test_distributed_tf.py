@@ -32,7 +32,7 @@ EQUIVALENCE = dict(model="tiny_cnn", batch_size=8, image_size=16, num_classes=10
 #: float32 sums in a different order (per-rank means averaged vs one mean): ~1e-7 relative; allow 1e-4.
 PARAM_RTOL = 1e-4
 SCALING = dict(model="convnet_bn", batch_size=16, image_size=32, num_classes=10, lr=0.05, momentum=0.9, seed=0,
-               train_samples=512, val_samples=512, noise=2.0, epochs=2, warmup_steps=2, rounds=4, threads=1)
+               train_samples=1024, val_samples=512, noise=2.0, epochs=2, warmup_steps=2, rounds=4, threads=1)
 #: Two workers (twice the global batch, half the steps, same epochs) may lose this much top-1.
 ACCURACY_MARGIN = 0.15
 #: Above chance (10 classes) by a wide margin: the single worker really learned.
@@ -42,7 +42,7 @@ MIN_TOP1 = 0.5
 #: paired, it fails when stats.decide calls the per-worker ratio below the floor.
 MIN_EFFICIENCY = {"loopback": 0.54}
 #: Pairs of timed rounds the 2 epochs split into (fixed: the ini key dlperf_pairs would change how much a round trains).
-PAIRS = 10
+PAIRS = 20
 RATE = "1gbit"
 CLAIM = ScalingClaim(min_efficiency=MIN_EFFICIENCY, accuracy_margin=ACCURACY_MARGIN, min_top1=MIN_TOP1,
                      rate=RATE)
