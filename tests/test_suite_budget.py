@@ -58,7 +58,7 @@ def pytest_runs_judging_stored_figures(label: str) -> int:
 def test_the_suite_raises_a_false_alarm_with_at_most_five_percent() -> None:
     alpha = float(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["dlperf_alpha"])
     runs = pytest_runs_judging_stored_figures("perf")
-    assert runs >= 10, f"found {runs} pytest runs of the suite in tox -m perf: the count misreads tox.ini"
+    assert runs >= 9, f"found {runs} pytest runs of the suite in tox -m perf: the count misreads tox.ini"
     assert runs * alpha <= SUITE_ALPHA, (f"{runs} runs at dlperf_alpha {alpha} may raise a false alarm with "
                                          f"{runs * alpha:.1%}: give each at most {SUITE_ALPHA / runs:.4f}")
 

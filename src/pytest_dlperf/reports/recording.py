@@ -37,7 +37,7 @@ from pytest_dlperf.reports.records import ReportError
 from pytest_dlperf.text import duration
 from pytest_dlperf.units import count
 
-#: The suite's own command: every framework's quick and slow tiers, each with its ISA-capped rerun.
+#: The suite's own command: every framework's quick and slow tiers, each quick tier with its ISA-capped rerun.
 DEFAULT_COMMAND = ("tox", "-m", "perf")
 #: Where the default command's reports are: its cost profile estimates the next recording's time.
 DEFAULT_REPORTS = ("reports", "perf-*.xml")
