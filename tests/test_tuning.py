@@ -48,13 +48,14 @@ def test_framework_specific_rows():
     assert mx["intra_inter_threads"].intra_op_threads is None
 
 
-def test_numactl_row_skips_with_the_reason_and_notes_single_node():
+def test_numactl_row_skips_without_numactl_and_on_one_numa_node():
     assert table(numactl_reason="numactl is not installed")["numactl_interleave"].skip_reason == \
         "numactl is not installed"
-    row = table(topo=SMALL)["numactl_interleave"]
+    row = table()["numactl_interleave"]
     assert row.launch_prefix == ("numactl", "--interleave=all") and row.skip_reason is None
-    assert "no effect expected" in row.description
     assert "OMP_NUM_THREADS" in row.env  # on top of all_tuned, as in the seed
+    single = table(topo=SMALL)["numactl_interleave"]
+    assert single.skip_reason.startswith("one NUMA node here") and "time all_tuned again" in single.skip_reason
 
 
 def test_apply_merges_into_the_scenario():
