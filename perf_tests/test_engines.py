@@ -13,10 +13,12 @@ on the host that binds them.
   (one agent per host, c10d rendezvous at the first host's IP), also on this host alone (local).
 * Torch under ``mpirun`` the MPI way (``start="mpi"``): one mpirun for the world, ranks from
   ``OMPI_COMM_WORLD_*``; MXNet the way its ``launch.py --launcher mpi`` does (one mpirun per role).
-* Fair weak scaling (torch, ssh): one worker on one core against two workers on a core each, a
-  compute-bound configuration (a 40k-parameter CNN on 64 px images: ~160 KB of gradient per step
-  against ~30 ms of compute), so efficiency is about the engine and the all-reduce, not about
-  threads; it must stay above ``MIN_EFFICIENCY``.
+
+The speed of two workers against one is held where the engine has no part in it: an engine starts the
+ranks and then carries nothing of a step, and the all-reduce between two namespace hosts crosses a veth
+pair that reads as loopback does (issue 59). So weak scaling is the paired, adaptive claim of
+``test_distributed_torch.py`` (a core per rank, on this host), and each job here is held to where its
+ranks ran and to learning.
 
 Skipped with the reason where the engines cannot run (not root; ``.ci/run`` installs
 ``openssh-server openssh-client openmpi-bin slurm-wlm munge`` and, preseeded, ``gridengine-master
@@ -32,22 +34,11 @@ import pytest
 
 from pytest_dlperf.processes import distributed as dist
 from pytest_dlperf.processes.distributed import engines
-from pytest_dlperf.processes.devicelock import device_lock
 
 FRAMEWORKS = ("torch", "tensorflow", "mxnet")  # each runs in its own tox environment; the others skip
 SMALL = dict(model="tiny_cnn", batch_size=8, image_size=16, num_classes=10, lr=0.05, momentum=0.9, seed=0,
              train_samples=512, steps=30, warmup_steps=2, rounds=2, threads=1, kvstore="dist_sync")
-#: Compute-bound: ~30 ms of convolution per step on one core against ~160 KB of gradient.
-COMPUTE_BOUND = dict(model="tiny_cnn", batch_size=32, image_size=64, num_classes=10, lr=0.02, momentum=0.9, seed=0,
-                     train_samples=1024, val_samples=256, steps=150, warmup_steps=5, rounds=5, threads=1)
-#: Measured on the 2-core VM (torch through ssh, 150 steps, medians of 5 rounds, holding the machine's
-#: CPU lock, other sessions' unmeasured work still running): 0.91, 0.84, 0.76, 0.67, 0.59; with other
-#: measured runs beside it 0.34-0.54 (the 2-worker job has no idle core to push other work to).
-#: Two workers sharing one core (the pinning lost) give at most 0.5: the floor catches that, and an
-#: all-reduce path slower by more than ~0.8 of a step; the best of two interleaved pairs is held.
-MIN_EFFICIENCY = 0.55
 TIMEOUT = 300.0
-PAIRS = 2
 
 
 def _engine_param(engine: str):
@@ -100,31 +91,6 @@ def test_a_real_job_runs_through_the_engine_across_hosts(engine_hosts, framework
     print(f"{framework} through {engine}: workers on {where}, rendezvous {result.rendezvous}, "
           f"per-worker {[round(statistics.median(w['throughput']), 1) for w in result.workers]} samples/s, "
           f"job {result.wall_seconds:.1f} s, engine up in {up:.1f} s")
-
-
-@pytest.mark.slow
-@pytest.mark.framework("torch")
-def test_weak_scaling_with_a_core_per_worker_is_efficient(engine_hosts, tmp_path):
-    """1 worker on one core vs 2 on a core each: same resources per worker; the engine and the all-reduce cost."""
-    launcher = engine_hosts.launcher("ssh", engine_hosts.hosts(sys.executable))
-    pairs = []
-    # one lock across the jobs: no other measured run between them; two interleaved pairs, because on a
-    # shared VM a burst of other work lands in one job, while a lasting regression lowers both pairs
-    with device_lock(["cpu"], timeout=3600, owner="weak scaling through ssh"):
-        for n in range(PAIRS):
-            one = _run(dist.Job("torch", 1, COMPUTE_BOUND, launcher=launcher, timeout=TIMEOUT, label=f"scale1-{n}"),
-                       tmp_path)
-            two = _run(dist.Job("torch", 2, COMPUTE_BOUND, launcher=launcher, timeout=TIMEOUT, label=f"scale2-{n}"),
-                       tmp_path)
-            assert [w["cpus"] for w in two.workers] == [[c] for c in engine_hosts.cores], "workers not pinned apart"
-            base = statistics.median(one.workers[0]["throughput"])
-            per_worker = [statistics.median(w["throughput"]) for w in two.workers]
-            pairs.append((base, per_worker, dist.scaling_efficiency(base, per_worker)))
-    summary = "; ".join(f"1 worker {b:.1f} samples/s, 2 workers {[round(p, 1) for p in pw]} samples/s each: "
-                        f"efficiency {e:.2f}" for b, pw, e in pairs)
-    print(summary)
-    best = max(e for _, _, e in pairs)
-    assert best >= MIN_EFFICIENCY, f"weak-scaling efficiency below {MIN_EFFICIENCY} in every pair: {summary}"
 
 
 @pytest.mark.framework("torch")
