@@ -39,10 +39,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent / "recipes"
 #: recipe -> (the module that holds SLOWDOWN, the workload name, the slowdown per step in seconds, the module the
-#: recipe's framework is imported as). A loop compared in one process gets about its own step's time (plain 0.9 ms,
-#: timm 25 ms on a 2-core Intel Xeon): half speed is decided at once, where 3-13 times slower made the slowed side's
-#: rounds most of the case. A trainer's loop, compared in process pairs, keeps several times its step (Lightning
-#: 2.2 ms, Hugging Face 11): at half speed its processes' spread took more generations, 58 s against 46-49 (issue 59).
+#: recipe's framework is imported as). A loop compared in one process gets about its own step's time: half speed is
+#: decided at once, and a larger slowdown only makes the slowed side's rounds longer. A trainer's loop, compared in
+#: process pairs, keeps several times its step: at half speed its processes' spread needed more generations
+#: (docs/evidence.md, "The second round of cuts").
 RECIPES = {
     "plain": ("train_loop.py", "plain_mlp", 0.001, "torch"),
     "lightning": ("lit_model.py", "lit_mlp", 0.02, "torch"),
