@@ -8,7 +8,8 @@ recording's common shift), until every figure the command records has them.
 What is done is read from the baseline files, never from a state of this command's own, so running it
 again after an interruption continues where it stopped. This machine's files are those its figures go to:
 its CPU's (at its own ISA level and each capped one), its GPUs' and, where it can count, the counting
-model's. The figures in them with the fewest runs say how many recordings remain. After each recording the
+model's. The figures in them with the fewest runs say how many recordings remain; a command given after ``--``
+runs at least once, since a new test's figures are in no file until it has run. After each recording the
 files are read again: a figure the recording added no run to is not one the command records (another
 profile's or selection's, a removed test's), and is no longer waited for; one whose history started again
 (recorded beyond its gate) needs its runs again.
@@ -161,12 +162,18 @@ def record(command: Sequence[str], directory: Path, out: TextIO, resume: str,
     keys = machine_keys()
     runs = read_runs(directory, keys)
     remaining = recordings_needed(runs)
-    if not remaining:
+    if not remaining and default:
         say(f"nothing to record: every one of the {count(len(runs), 'figure')} in {_files(directory, runs)} "
-            f"has {RECORDINGS} or more recorded runs")
+            f"has {RECORDINGS} or more recorded runs; a test added since is not in them until it runs: give it "
+            "after --, e.g. dlperf record -- pytest perf_tests/test_new.py")
         return 0
     check_command(command, default)
-    if runs:
+    if not remaining:
+        remaining = 1
+        say(f"every one of the {count(len(runs), 'figure')} in {_files(directory, runs)} has {RECORDINGS} or more "
+            "recorded runs, but what this command records is known only once it runs (a new test's figures are "
+            "not in the files yet): 1 recording to find out, which adds a run to every figure it records")
+    elif runs:
         short = {f for f, r in runs.items() if len(r) < RECORDINGS}
         fewest = min(len(r) for r in runs.values())
         say(f"{count(len(short), 'figure')} of {len(runs)} in {_files(directory, runs)} have fewer than "
