@@ -71,14 +71,7 @@ BUDGET_S = {"quick": 60.0, "slow": 150.0}
 #: The ISA level at the end of a hardware key -> how much longer than the AVX-512 type that type runs the suite.
 SLOWER = {"avx2": 2.0, "avx512": 1.0, "avx512bf16": 1.0, "amx": 1.0}
 #: Tests over their budget, not yet resized, and why; an entry that fits its budget again must go.
-OVER_BUDGET: dict[str, str] = {
-    "perf_tests/test_instructions.py::test_instructions_per_step[torch-resnet18]":
-        "torch's two counted scenarios in one child (the GPT's test reads the same child): importing torch under "
-        "Valgrind takes about 35 s of it, ResNet-18's build 13 s; a smaller model needs its counts recorded anew",
-    "perf_tests/test_instructions.py::test_instructions_per_step[tf-resnet18]":
-        "importing TensorFlow (25 s) and building the Keras ResNet-18 (18 s) under Valgrind; a smaller model needs "
-        "its counts recorded anew",
-}
+OVER_BUDGET: dict[str, str] = {}
 TIMES = ROOT / "tests" / "data" / "suite-times.json"
 REFRESH = "run the suite (tox -m ci, or tox -m perf for both tiers), then python .ci/suite_times.py reports/perf-*.xml"
 
@@ -119,6 +112,8 @@ def test_every_performance_test_fits_its_tiers_budget(tiers, recorded):
     new = {t: why for t, why in over.items() if t not in OVER_BUDGET}
     assert not new, "over their budget (resize them: fewer rounds, a smaller model, a shorter cap):\n" + "\n".join(
         f"{t}: {why}" for t, why in new.items())
+    gone = sorted(t for t in OVER_BUDGET if t not in tiers)
+    assert not gone, "OVER_BUDGET names tests no longer collected: " + ", ".join(gone)
     fitted = sorted(t for t in OVER_BUDGET if t in recorded and t not in over)
     assert not fitted, "within their budget now, so no longer OVER_BUDGET: " + ", ".join(fitted)
 

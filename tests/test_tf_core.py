@@ -38,6 +38,14 @@ def test_model_names_map_to_keras_applications():
         tf_models.build_model(tiny(model="resnet19"))
 
 
+def test_the_small_nets_build_in_the_core_as_the_distributed_jobs_build_them():
+    for name in tf_models.SMALL:
+        model = tf_models.build_model(tiny(model=name))
+        assert model.output_shape == (None, 10), name
+    assert "tiny_cnn, convnet_bn (built here)" in str(pytest.raises(ScenarioError, tf_models.build_model,
+                                                                    tiny(model="resnet19")).value)
+
+
 def test_flops_are_three_forward_passes_less_the_unused_input_gradient():
     """Counted on the graph = computed by hand from the layers: fwd + grad input + grad weights."""
     s = tiny(batch_size=4, image_size=64)

@@ -1,5 +1,7 @@
-"""The Keras models the TensorFlow core trains: ``keras.applications`` by name (``weights=None``), and
-torchvision's ResNet-18 built from Keras layers, layer for layer, since Keras has none.
+"""The Keras models the TensorFlow core trains: ``keras.applications`` by name (``weights=None``),
+torchvision's ResNet-18 built from Keras layers, layer for layer, since Keras has none, and two small nets
+(:data:`SMALL`) for the distributed jobs and the counted lane, where Keras's smallest application took
+longer to trace than ResNet-18.
 """
 
 from __future__ import annotations
@@ -67,6 +69,37 @@ def resnet18(input_shape: tuple[int, int, int], classes: int) -> keras.Model:
     return keras.Model(inputs, outputs, name="resnet18")
 
 
+def tiny_cnn(input_shape: tuple[int, int, int], classes: int) -> keras.Model:
+    """Two convolutions, no BatchNorm: the distributed equivalence checks compare its weights exactly."""
+    return keras.Sequential([
+        keras.Input(input_shape),
+        keras.layers.Conv2D(8, 3, padding="same", activation="relu"), keras.layers.MaxPooling2D(2),
+        keras.layers.Conv2D(16, 3, padding="same", activation="relu"), keras.layers.MaxPooling2D(2),
+        keras.layers.Flatten(),
+        keras.layers.Dense(classes),
+    ])
+
+
+def convnet_bn(input_shape: tuple[int, int, int], classes: int) -> keras.Model:
+    """Four conv-BN-ReLU layers and three 2x2 pools, so it sees the whole 32 px image: a small real CNN.
+
+    BatchNorm's momentum is 0.9, as in PyTorch and Gluon: Keras's 0.99 leaves the moving statistics near
+    their initial values after the few dozen steps of a CI run, so evaluation would measure that lag."""
+    bn_axis = 1 if keras.backend.image_data_format() == "channels_first" else -1
+    layers: list[Any] = [keras.Input(input_shape)]
+    for filters, pool in ((32, True), (64, True), (64, True), (64, False)):
+        layers += [keras.layers.Conv2D(filters, 3, padding="same", use_bias=False),
+                   keras.layers.BatchNormalization(axis=bn_axis, momentum=0.9), keras.layers.ReLU()]
+        if pool:
+            layers.append(keras.layers.MaxPooling2D(2))
+    layers += [keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(classes)]
+    return keras.Sequential(layers)
+
+
+#: The small nets by name, built from an input shape and a class count like :func:`resnet18`.
+SMALL: dict[str, Callable[[tuple[int, int, int], int], keras.Model]] = {"tiny_cnn": tiny_cnn, "convnet_bn": convnet_bn}
+
+
 def _application(model: str) -> Callable[..., keras.Model] | None:
     """``resnet50`` -> ``keras.applications.ResNet50``; ``mobilenet_v2`` -> ``MobileNetV2``."""
     wanted = model.replace("_", "").replace("-", "").lower()
@@ -82,12 +115,14 @@ def build_model(scenario: Scenario) -> keras.Model:
     shape = (3, s.image_size, s.image_size) if s.data_format == "NCHW" else (s.image_size, s.image_size, 3)
     if s.model == "resnet18":
         return resnet18(shape, s.num_classes)
+    if s.model in SMALL:
+        return SMALL[s.model](shape, s.num_classes)
     constructor = _application(s.model)
     if constructor is None:
         known = sorted(n.lower() for n in dir(keras.applications) if n[0].isupper())
-        raise ScenarioError(
-            f"keras.applications has no model {s.model!r}; use resnet18 (built here) or one of: {', '.join(known)}"
-        )
+        built = ", ".join(["resnet18", *SMALL])
+        raise ScenarioError(f"keras.applications has no model {s.model!r}; use {built} (built here) or one of: "
+                            f"{', '.join(known)}")
     try:
         return constructor(weights=None, input_shape=shape, classes=s.num_classes, classifier_activation=None)
     except ValueError as exc:  # e.g. an input size the architecture does not accept

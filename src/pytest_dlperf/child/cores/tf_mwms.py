@@ -11,11 +11,9 @@ the update the mean over the global batch. ``keras.Model.fit`` is not used: unde
 MWMS on CPU it did not run here. With one worker the default strategy is used: the
 single-process reference.
 
-Models: ``tiny_cnn`` (no BatchNorm) for the equivalence check; ``convnet_bn`` (four
-conv-BN-ReLU layers, three 2x2 pools so it sees the whole 32 px image, a small real CNN; Keras has no
-ResNet-18 and ResNet-50 is too slow for a 2-core CI) for scaling and accuracy; its BatchNorm momentum
-is 0.9, as in PyTorch and Gluon (Keras's 0.99 leaves the moving statistics near their initial values after the few dozen
-steps of a CI run, so evaluation would measure that lag, not the training). Data are NHWC, TensorFlow's CPU layout.
+Models: ``tiny_cnn`` (no BatchNorm) for the equivalence check; ``convnet_bn`` for scaling and accuracy
+(:data:`.tf_models.SMALL`: Keras has no ResNet-18 and ResNet-50 is too slow for a 2-core CI). Data are
+NHWC, TensorFlow's CPU layout.
 """
 
 from __future__ import annotations
@@ -33,30 +31,7 @@ import keras
 from pytest_dlperf.child import rank as dist_util
 from pytest_dlperf.protocol import PROGRESS_PREFIX
 from pytest_dlperf.child.measure import measure
-
-
-def tiny_cnn(num_classes: int, size: int) -> keras.Model:
-    return keras.Sequential([
-        keras.Input((size, size, 3)),
-        keras.layers.Conv2D(8, 3, padding="same", activation="relu"), keras.layers.MaxPooling2D(2),
-        keras.layers.Conv2D(16, 3, padding="same", activation="relu"), keras.layers.MaxPooling2D(2),
-        keras.layers.Flatten(),
-        keras.layers.Dense(num_classes),
-    ])
-
-
-def convnet_bn(num_classes: int, size: int) -> keras.Model:
-    layers: list[Any] = [keras.Input((size, size, 3))]
-    for filters, pool in ((32, True), (64, True), (64, True), (64, False)):
-        layers += [keras.layers.Conv2D(filters, 3, padding="same", use_bias=False),
-                   keras.layers.BatchNormalization(momentum=0.9), keras.layers.ReLU()]
-        if pool:
-            layers.append(keras.layers.MaxPooling2D(2))
-    layers += [keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(num_classes)]
-    return keras.Sequential(layers)
-
-
-MODELS = {"tiny_cnn": tiny_cnn, "convnet_bn": convnet_bn}
+from pytest_dlperf.child.cores.tf_models import SMALL
 
 
 def task_index() -> int:
@@ -148,7 +123,7 @@ def main(argv: list[str]) -> int:
     keras.utils.set_random_seed(scenario.seed)
     size, classes = int(config["image_size"]), int(config["num_classes"])
     with strategy.scope():
-        model = MODELS[config["model"]](classes, size)
+        model = SMALL[config["model"]]((size, size, 3), classes)
     loop = MWMSLoop(strategy, model, config, rank, world)
     start = time.perf_counter()
     pacer = dist_util.rank_pacer(config, rank, (lambda: barrier(strategy)) if world > 1 else None)
