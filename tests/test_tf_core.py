@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -44,6 +47,39 @@ def test_the_small_nets_build_in_the_core_as_the_distributed_jobs_build_them():
         assert model.output_shape == (None, 10), name
     assert "tiny_cnn, convnet_bn (built here)" in str(pytest.raises(ScenarioError, tf_models.build_model,
                                                                     tiny(model="resnet19")).value)
+
+
+#: A process that converts a function with autograph, then ends as its argument says.
+AUTOGRAPH_CHILD = """
+import os, sys
+import tensorflow as tf
+from pytest_dlperf.child.rank import exit_after_result
+
+@tf.function
+def clipped(x):
+    if x > 0:
+        return x + 1
+    return x
+
+clipped(tf.constant(1))
+os._exit(0) if sys.argv[1] == "bare" else exit_after_result(0)
+"""
+
+
+def test_a_child_ending_without_teardown_leaves_no_autograph_source_behind(tmp_path):
+    """Autograph deletes its generated sources at exit; a child ends with ``os._exit``, which skips that."""
+    script = tmp_path / "child.py"  # autograph converts a function from its source file
+    script.write_text(AUTOGRAPH_CHILD, encoding="utf-8")
+    left = {}
+    for ending in ("bare", "exit_after_result"):
+        folder = tmp_path / ending
+        folder.mkdir()
+        done = subprocess.run([sys.executable, str(script), ending], env={**os.environ, "TMPDIR": str(folder)},
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        left[ending] = sorted(p.name for p in folder.glob("__autograph_generated_file*"))
+    assert left["bare"], "autograph wrote no source file here: the check below would see nothing"
+    assert left["exit_after_result"] == []
 
 
 def test_flops_are_three_forward_passes_less_the_unused_input_gradient():

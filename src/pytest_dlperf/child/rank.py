@@ -108,7 +108,27 @@ def exit_after_result(code: int) -> NoReturn:
     process has nothing left to do, so it leaves at once."""
     sys.stdout.flush()
     sys.stderr.flush()
+    remove_generated_sources()
     os._exit(code)
+
+
+#: The module names TensorFlow's autograph gives the source files it writes to the temporary folder.
+AUTOGRAPH_PREFIX = "__autograph_generated_file"
+
+
+def remove_generated_sources() -> None:
+    """Delete the source files autograph wrote for the functions this process converted (``tf.function``).
+
+    Autograph writes each converted function to a file in the temporary folder and deletes it at exit
+    through ``atexit``, which leaving without the teardown skips: each TensorFlow child would leave dozens
+    behind. The files are the ``__file__`` of the modules it loads from them (``sys.modules``)."""
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None) if name.startswith(AUTOGRAPH_PREFIX) else None
+        if path:
+            try:
+                os.remove(path)
+            except OSError:
+                pass
 
 
 def maybe_fault(config: Mapping[str, Any], rank: int, step: int) -> None:
