@@ -19,7 +19,8 @@ from collections import Counter
 import pytest
 
 from pytest_dlperf.processes import distributed as dist
-from pytest_dlperf.protocol import ROUND_PREFIX
+from pytest_dlperf import cost
+from pytest_dlperf.protocol import PHASES, ROUND_PREFIX
 from pytest_dlperf.processes.distributed.paced_job import paced_problem, run_paired_jobs
 from pytest_dlperf.child.rank import PACED, RankPacer, rank_pacer
 
@@ -91,7 +92,7 @@ def test_frameworks_and_launchers_that_cannot_pace_are_refused_with_the_fix():
 def test_one_and_two_workers_alternate_rounds_and_give_a_paired_ratio(tmp_path):
     one = dist.Job("torch", 1, CONFIG, timeout=120, label="one")
     two = dist.Job("torch", 2, CONFIG, timeout=120, label="two")
-    with dist.jobs_lock([one, two]):
+    with dist.jobs_lock([one, two]), cost.recording() as recorder:
         paired = run_paired_jobs([one, two], pairs=PAIRS, workdir=tmp_path)
     ratio = paired.ratio("two")
     assert ratio.n == PAIRS and ratio.low <= ratio.estimate <= ratio.high
@@ -107,6 +108,11 @@ def test_one_and_two_workers_alternate_rounds_and_give_a_paired_ratio(tmp_path):
     # what the parent was told per round is rank 0's own timing of it
     assert paired.throughput["two"] == pytest.approx(double.workers[0]["throughput"])
     assert paired.jobs["two"].config[PACED] is True and paired.jobs["two"].config["rounds"] == PAIRS
+    # the ranks are the test's children in its cost profile, their phases on its time line, not in the results
+    spent = recorder.cost()
+    assert spent.children == 3 and sum(spent.phases.values()) == pytest.approx(spent.wall)
+    assert spent.phases["measure"] > 0 and spent.phases["build"] > 0 and spent.phases["spawn"] > 0, spent
+    assert all(PHASES not in worker for result in (single, double) for worker in result.workers)
 
 
 @needs_torch

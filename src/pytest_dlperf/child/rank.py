@@ -2,7 +2,7 @@
 
 Imported by the per-framework entry points (``cores/torch_ddp.py``, ``cores/tf_mwms.py``,
 ``cores/mxnet_dist.py``) in the rank process. It imports only the standard library and
-:mod:`.protocol`, :mod:`.measure`, :mod:`.synthetic` (numpy) and the scenario: a rank
+:mod:`.protocol`, :mod:`.measure`, :mod:`.phases`, :mod:`.synthetic` (numpy) and the scenario: a rank
 never loads the parent's orchestration (supervise, remote, launchers, netns) or judging code
 (``tests/test_child_imports.py`` holds that).
 
@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, NoReturn, Sequence
 
 from pytest_dlperf.atomic import write_atomically
+from pytest_dlperf.child import phases
 from pytest_dlperf.child.measure import StdinPacer
 from pytest_dlperf.child.synthetic import class_templates
-from pytest_dlperf.protocol import CONFIG_ENV, HEARTBEAT, RESULT_LINE
+from pytest_dlperf.protocol import CONFIG_ENV, HEARTBEAT, PHASES, RESULT_LINE
 from pytest_dlperf.scenario import Scenario
 
 #: The job config key that makes a rank paced (the parent sets it; ranks read it).
@@ -36,8 +37,10 @@ def load_rank(argv: Sequence[str]) -> tuple[dict[str, Any], Path]:
     """The job's config and this rank's result path, from ``python -m entry CONFIG RESULT``.
 
     ``CONFIG`` ``-`` reads the config from ``$DLPERF_JOB_CONFIG`` (how the parent sends it: no file
-    needs to exist on the rank's host). The result path's folder is made if missing.
+    needs to exist on the rank's host). The result path's folder is made if missing. The entry point
+    imported its framework before it calls this: what follows, to the warm-up, is the rank's ``build``.
     """
+    phases.enter(phases.BUILD)
     config_path, result_path = argv
     text = os.environ[CONFIG_ENV] if config_path == "-" else Path(config_path).read_text(encoding="utf-8")
     result_path = result_path.replace("{index}", str(launch_index()))  # one command, several ranks
@@ -90,10 +93,12 @@ def take_own_core(config: Mapping[str, Any]) -> int | None:
 def write_rank_result(path: Path, payload: Mapping[str, Any]) -> None:
     """The payload to ``path`` (atomically) and, as one line, to stdout: the launcher brings it back.
 
-    Where it ran goes with it: the host's name and the CPUs the rank was allowed (its pinning).
+    Where it ran goes with it: the host's name and the CPUs the rank was allowed (its pinning), and the
+    spans of its phases for the test's cost profile.
     """
     text = json.dumps(dict(payload, hostname=socket.gethostname(),
-                           cpus=sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None))
+                           cpus=sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+                           **{PHASES: phases.PROCESS.report()}))
     write_atomically(path, text)
     print(f"{RESULT_LINE}{text}", flush=True)
 

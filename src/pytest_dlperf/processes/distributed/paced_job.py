@@ -66,6 +66,7 @@ from pytest_dlperf.processes.groups import kill_groups
 from pytest_dlperf.protocol import CONFIG_ENV, PROGRESS_PREFIX, last_step, read_rank_result
 from pytest_dlperf.child.rank import PACED
 from pytest_dlperf.processes.distributed.rendezvous import PortReservation, rank_environments, rendezvous_of
+from pytest_dlperf.processes.distributed.results import charge_cost
 
 #: The entry points that install :class:`~.rank.RankPacer` when the config says ``paced``.
 PACED_FRAMEWORKS = ("torch", "tensorflow", "mxnet")
@@ -107,7 +108,7 @@ class PacedJob:
         self.replies: queue.Queue[dict | None] = queue.Queue()
         self._reader: threading.Thread | None = None
         self._log0: IO[bytes] | None = None
-        self._start = time.perf_counter()
+        self._start, self._started = time.perf_counter(), time.time()
         self.envs: dict[Rank, dict[str, str]] = {}
         try:
             self._launch()
@@ -190,7 +191,8 @@ class PacedJob:
             if payload is None:
                 raise self._failed(rank, "exited 0 but wrote no result")
             payloads.append(payload)
-        return JobResult(self.job_id, self.job.label, payloads, wall, self.logdir, rendezvous_of(self.envs))
+        return JobResult(self.job_id, self.job.label, charge_cost(len(self.procs), self._started, payloads), wall,
+                         self.logdir, rendezvous_of(self.envs))
 
     def kill(self) -> None:
         """Every rank's process group, then anything carrying the job's marker; the ports go back."""

@@ -1,13 +1,28 @@
-"""A finished job's results, read on the parent: as a TrainingResult, and its parameter dumps compared."""
+"""A finished job's results, read on the parent: as a TrainingResult, its parameter dumps compared, its
+ranks in the test's cost profile."""
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from typing import Any, Mapping, Sequence
 
+from pytest_dlperf import cost
+from pytest_dlperf.protocol import PHASES
 from pytest_dlperf.child.environment import hardware_key, host_record
 from pytest_dlperf.child.rank import scenario_of, total_steps_of
 from pytest_dlperf.processes.distributed.job import Job, JobResult
 from pytest_dlperf.result import HIGHER, TrainingResult, metric_from
+
+
+def charge_cost(ranks: int, started: float, payloads: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The job's ranks in the running test's cost profile: ``ranks`` children alive from ``started``
+    (``time.time``) to now, and the phases each worker reported; the payloads without their phases."""
+    ended = time.time()
+    for _ in range(ranks):
+        cost.child_ran(started, ended)
+    for payload in payloads:
+        cost.child_reported(payload)
+    return [{k: v for k, v in payload.items() if k != PHASES} for payload in payloads]
 
 
 def param_bytes(params_path: str) -> int:

@@ -34,6 +34,7 @@ from pytest_dlperf.processes.groups import kill_groups
 from pytest_dlperf.protocol import CONFIG_ENV, last_step, read_rank_result
 from pytest_dlperf.processes.distributed.remote import RemotePorts, reap_remote, unreachable
 from pytest_dlperf.processes.distributed.rendezvous import PortReservation, rank_environments, rendezvous_of
+from pytest_dlperf.processes.distributed.results import charge_cost
 from pytest_dlperf.processes.distributed.tagged import start_tagged
 
 #: How long the scheduler/servers of a ps-lite job may take to exit after the workers finished.
@@ -74,7 +75,7 @@ def _run_job(job: Job, workdir: Path | None) -> JobResult:
     logs: dict[Rank, Path] = {}
     results: dict[Rank, Path] = {}
     entry = ENTRY_POINTS[job.framework]
-    start = time.perf_counter()
+    start, started = time.perf_counter(), time.time()
     envs: dict[Rank, dict[str, str]] = {}
     unreached: list[str] | None = None  # None: the remote hosts were not cleaned up yet
     try:
@@ -118,7 +119,7 @@ def _run_job(job: Job, workdir: Path | None) -> JobResult:
         if remote:
             payload["params"] = None  # it lived in the host's scratch folder, removed with the job
         payloads.append(payload)
-    return JobResult(job_id, job.label, payloads, wall, logdir, rendezvous_of(envs))
+    return JobResult(job_id, job.label, charge_cost(len(procs), started, payloads), wall, logdir, rendezvous_of(envs))
 
 
 def _result_file(log: Path) -> Path:
