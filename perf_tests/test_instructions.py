@@ -8,8 +8,9 @@ training runs uninstrumented until the counted rounds. The torch and TF image co
 (torchvision's SqueezeNet 1.1, the TF core's four-layer ``convnet_bn``): a child runs everything under
 Valgrind, importing the framework takes half of it, and with ResNet-18 building and tracing the model took
 most of the rest, beyond the quick tier's minute (issue 59). A step's own work (a copy, a sync, the
-optimizer) weighs more in a small net's count, not less. MXNet keeps ResNet-18, within its minute:
-Gluon's MobileNet 0.25 counted up to 0.75% apart between two rounds of one child, beyond the 0.5% gate.
+optimizer) weighs more in a small net's count, not less. MXNet keeps ResNet-18, within its minute: the
+counts of Gluon's MobileNet 0.25 did not repeat within the 0.5% gate (docs/evidence.md, "The counted lane
+at small nets").
 Without Valgrind or a C compiler the tests skip with the install hint.
 """
 
