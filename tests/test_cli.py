@@ -781,7 +781,7 @@ def test_record_says_there_is_nothing_to_record_when_every_figure_has_its_runs(p
     assert code == 0
     assert out == (f"dlperf record: nothing to record: every one of the 2 figures in baselines/{hardware_key('cpu')}"
                    ".json has 3 or more recorded runs; a test added since is not in them until it runs: give it "
-                   "after --, e.g. dlperf record -- pytest perf_tests/test_new.py\n")
+                   "after --, e.g. dlperf record -- pytest PATH/test_new.py\n")
 
 
 def test_record_of_a_new_test_runs_its_command_though_every_recorded_figure_has_its_runs(pytester, capfd):

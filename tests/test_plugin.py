@@ -197,6 +197,22 @@ def test_missing_baseline_passes_and_is_reported(pytester: pytest.Pytester) -> N
     assert not baseline_file(pytester).exists()
 
 
+def test_header_names_the_counted_file_only_where_the_project_counts(pytester: pytest.Pytester) -> None:
+    from pytest_dlperf import instructions
+
+    if instructions.unavailable():
+        pytest.skip(f"this host cannot count instructions: {instructions.unavailable()}")
+    key = instructions.counting_key()
+    pytester.makepyfile(test_timed="def test_timed(): pass")
+    run(pytester).stdout.no_fnmatch_line(f"dlperf: hardware {key}*")
+    run(pytester, "--dlperf-measure=instructions").stdout.fnmatch_lines(
+        [f"dlperf: hardware {key}, compared with */baselines/{key}.json (no smoke entries yet*"])
+    path = pytester.path / "baselines" / f"{key}.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"format": 1, "hardware_key": key, "hardware": {}, "entries": {}}))
+    run(pytester).stdout.fnmatch_lines([f"dlperf: hardware {key}, compared with */{key}.json (no smoke entries yet*"])
+
+
 @pytest.mark.framework("torch")
 def test_require_baselines_fails_a_test_without_them(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_train=TRAIN_TEST)

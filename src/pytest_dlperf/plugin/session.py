@@ -82,7 +82,11 @@ class DlperfSession:
         return folder.is_dir() and any(folder.glob("*.json"))
 
     def header_lines(self) -> list[str]:
-        """Per hardware key of this host: the baseline file its figures are compared with, and how many it holds."""
+        """Per hardware key of this host: the baseline file its figures are compared with, and how many it holds.
+        The counting model's only where its file exists or the run counts: which tests count is known only as
+        they run, and a project that never counts would read a request to record a file it never fills."""
+        from pytest_dlperf import instructions
+
         profile = self.options.profile
         store = self.store if self.has_baselines() else None
         lines = []
@@ -91,6 +95,8 @@ class DlperfSession:
                 path, entries = store.path(hw), len(store.keys(hw, profile))
             else:  # the file BaselineStore.path names, absent
                 path, entries = self.options.baseline_dir / f"{hw}.json", 0
+            if hw == instructions.counting_key() and not path.exists() and self.options.measure != "instructions":
+                continue
             held = (count(entries, f"{profile} entry", f"{profile} entries") if entries else
                     f"no {profile} entries yet: record them with pytest --update-baselines")
             lines.append(f"dlperf: hardware {hw}, compared with {path} ({held})")

@@ -165,7 +165,7 @@ def record(command: Sequence[str], directory: Path, out: TextIO, resume: str,
     if not remaining and default:
         say(f"nothing to record: every one of the {count(len(runs), 'figure')} in {_files(directory, runs)} "
             f"has {RECORDINGS} or more recorded runs; a test added since is not in them until it runs: give it "
-            "after --, e.g. dlperf record -- pytest perf_tests/test_new.py")
+            "after --, e.g. dlperf record -- pytest PATH/test_new.py")
         return 0
     check_command(command, default)
     if not remaining:
