@@ -7,6 +7,7 @@ import subprocess
 
 import pytest
 
+from pytest_dlperf.reports import cli
 from pytest_dlperf.reports.junit import read_reports
 
 STEP = """
@@ -96,3 +97,27 @@ def test_a_project_with_compiled_extensions_is_refused_saying_how_to_compare_it(
                                  "modules (*fastkernels.cpython-311-x86_64-linux-gnu.so)*--dlperf-reference=PYTHON*"])
     listed = subprocess.run(["git", "-C", str(pytester.path), "worktree", "list"], capture_output=True, text=True)
     assert len(listed.stdout.splitlines()) == 1
+
+
+@pytest.mark.framework("torch")
+def test_a_step_new_in_the_working_tree_runs_alone_and_is_reported_not_compared(
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    """A pull request that adds a step and its test: the base has nothing to compare, which is no failure."""
+    project_with_two_commits(pytester, before=1, after=2)
+    pytester.makepyfile(newstep=STEP, test_new=TEST.replace("mystep", "newstep"))  # untracked, as before a commit
+    result = pytester.runpytest_subprocess(*FAST, "--dlperf-reference-rev=HEAD", "--junitxml=report.xml",
+                                           "test_new.py")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([
+        "*newstep@* vs newstep: not compared: the worktree of * has no module newstep: new in the candidate; the "
+        "candidate runs alone",
+        "*newstep: done in * s: * samples/s*",
+        "No scenario compared with the reference; 1 scenario new in the candidate, judged against stored "
+        "baselines only.",
+        "test_new.py::test_step::newstep: not compared: the worktree of * has no module newstep: new in the candidate",
+    ])
+    (test,) = read_reports([pytester.path / "report.xml"])
+    assert test.ab["newstep"]["ab_verdict"] == "not compared"
+    assert test.ab["newstep"]["ab_not_compared"].endswith("has no module newstep: new in the candidate")
+    assert cli.main(["summary", "--brief", str(pytester.path / "report.xml")]) == 0
+    assert "0 scenarios compared with the reference (1 new in the candidate, not compared)" in capsys.readouterr().out

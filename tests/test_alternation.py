@@ -231,3 +231,73 @@ def test_a_side_s_loop_error_names_the_side_and_a_trainer_asks_for_process_pairs
     trainer = "def train(steps):\n    callbacks = [steps.lightning()]\n"
     with pytest.raises(TrainerInOneProcess):
         alternate(_loop_sides(tmp_path / "b", 0.001, 0.001, trainer), say=lambda _: None)
+
+
+COUNTING_STEP = """
+from pathlib import Path
+
+def make_step(scenario):
+    calls = Path(__file__).parent / "calls"
+
+    def step():
+        with calls.open("a") as log:
+            log.write("x")
+        return 1.0
+
+    return step
+"""
+
+
+def _step_sides(tmp_path: Path, reference_has_step: bool = True, reference_has_function: bool = True,
+                ) -> dict[str, Scenario]:
+    trees = {}
+    for name in ("reference", "candidate"):
+        package = tmp_path / name / "src" / "newproj"
+        package.mkdir(parents=True)
+        (package / "__init__.py").write_text("", encoding="utf-8")
+        if name == "candidate" or reference_has_step:
+            text = COUNTING_STEP if name == "candidate" or reference_has_function else "def other():\n    pass\n"
+            (package / "step.py").write_text(text, encoding="utf-8")
+        trees[name] = tmp_path / name
+    sides = {}
+    for name, tree in trees.items():
+        other = trees["candidate" if name == "reference" else "reference"]
+        code = owncode.find([tree, tree / "src"], tree, tree)
+        sides[name] = Scenario(framework="torch", model="m", step="newproj.step:make_step", import_path=code.roots,
+                               batch_size=2, warmup_steps=2, rounds=3, steps_per_round=4,
+                               own_code={"modules": list(code.modules), "tree": str(tree), "other": str(other),
+                                         "describe": f"the {name} tree"})
+    return sides
+
+
+@pytest.mark.framework("torch")
+def test_each_side_rewarms_before_the_timed_pairs_and_keeps_only_timed_losses(tmp_path, torch_loop_core,
+                                                                              clean_imports):
+    from pytest_dlperf.child.alternate import alternate
+    from pytest_dlperf.child.measure import rewarm_steps
+
+    sides = _step_sides(tmp_path)
+    results = alternate(sides, say=lambda _: None)
+    scenario = sides["candidate"]
+    timed = scenario.rounds * scenario.steps_per_round
+    for name in ("reference", "candidate"):
+        calls = (tmp_path / name / "src" / "newproj" / "calls").read_text(encoding="utf-8")
+        assert len(calls) == scenario.warmup_steps + rewarm_steps(scenario) + timed
+        assert len(results[name].losses) == scenario.warmup_steps + timed
+        assert results[name].throughput.stats.n == scenario.rounds
+
+
+@pytest.mark.framework("torch")
+def test_a_step_the_reference_revision_does_not_hold_is_new_in_the_candidate(tmp_path, torch_loop_core,
+                                                                             clean_imports):
+    from pytest_dlperf.child.alternate import NotInReference, alternate
+    from pytest_dlperf.child.usercode import UserCodeError
+
+    with pytest.raises(NotInReference, match=r"^the reference tree has no module newproj\.step$"):
+        alternate(_step_sides(tmp_path / "a", reference_has_step=False), say=lambda _: None)
+    with pytest.raises(NotInReference, match=r"^the reference tree has no make_step in newproj\.step$"):
+        alternate(_step_sides(tmp_path / "b", reference_has_function=False), say=lambda _: None)
+    broken = _step_sides(tmp_path / "c")  # the candidate's own missing step stays an error in your code
+    broken["candidate"] = broken["candidate"].replace(step="newproj.gone:make_step")
+    with pytest.raises(UserCodeError, match=r"the candidate side \(the candidate tree\): step='newproj.gone"):
+        alternate(broken, say=lambda _: None)

@@ -29,7 +29,9 @@ METRIC_FIELDS = ("iqr", "n", "unit", "verdict", "baseline", "direction", "interv
 LABEL_FIELDS = ("scenario", "software", "workers")
 #: A/B mode (``--dlperf-reference``): the comparison of a scenario with the reference environment.
 AB_FIELDS = ("ab_ratio", "ab_interval", "ab_confidence", "ab_verdict", "ab_process_pairs", "reference_software",
-             "reference_commit", "candidate_commit", "reference_code", "candidate_code")
+             "reference_commit", "candidate_commit", "reference_code", "candidate_code", "ab_not_compared")
+#: The ``ab_verdict`` of a scenario the reference revision could not run: its step or loop is new.
+NOT_COMPARED = "not compared"
 #: A paired group's ratio of a variant over the group's reference (its ``speedup`` figure carries it too).
 PAIRED_FIELDS = ("paired_ratio", "paired_interval", "paired_over", "pairs")
 #: The value of ``.detectable`` when the gate cannot detect a halving or a doubling.
@@ -163,6 +165,13 @@ def of_paired(key: str, ratio: Any, reference: str) -> list[Property]:
             (name(key, "paired_interval"), interval(ratio.low, ratio.high)),
             (name(key, "paired_over"), reference),
             (name(key, "pairs"), str(ratio.n))]
+
+
+def of_not_compared(label: str, why: str, commits: Mapping[str, str] | None = None) -> list[Property]:
+    """A/B mode, a scenario the reference revision could not run (new in the candidate): ``ab_verdict``
+    :data:`NOT_COMPARED`, why, and both sides' commits."""
+    return [(name(label, "ab_verdict"), NOT_COMPARED), (name(label, "ab_not_compared"), why),
+            *((name(label, f"{side}_commit"), text) for side, text in (commits or {}).items())]
 
 
 def of_ab(label: str, ratio: Any, outcome: str, reference_software: Mapping[str, Any],

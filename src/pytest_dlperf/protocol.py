@@ -42,6 +42,9 @@ RESULT, ERROR = "result", "error"
 #: The error reason of an alternating child whose loop asked for a trainer's callback: the parent then
 #: compares the two revisions in process pairs (a trainer's loop does not share its process).
 TRAINER_LOOP = "a trainer's loop"
+#: The error reason of an alternating child whose reference revision has no module or function the
+#: candidate's step= or loop= names: new in the candidate, so the parent runs the candidate alone.
+NOT_IN_REFERENCE = "not in the reference"
 #: The key of a result file's phase spans: ``{phase: [[start, end], ...]}``, wall-clock seconds
 #: (:mod:`pytest_dlperf.child.phases`). The phases:
 PHASES = "phases"

@@ -24,7 +24,7 @@ import time
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from pytest_dlperf.child import measure as harness
-from pytest_dlperf.child.measure import check_finite, measure, steps_needed
+from pytest_dlperf.child.measure import check_finite, measure, rewarm_steps, steps_needed
 from pytest_dlperf.child.owncode import HarnessError
 from pytest_dlperf.child.usercode import UserCodeError, call, load
 from pytest_dlperf.result import HIGHER, LOWER
@@ -84,7 +84,7 @@ class Steps:
         self.scenario = scenario
         self.alternating = alternating
         paced = alternating or (harness.paced() and scenario.measure == "time")
-        self.total = (scenario.total_steps if alternating else steps_needed(scenario)) + (
+        self.total = (scenario.total_steps + rewarm_steps(scenario) if alternating else steps_needed(scenario)) + (
             scenario.rounds * MAX_LEAD_IN if paced else 0)
         self.prefetch_depth = 0
         self.flops_per_step: float | None = None

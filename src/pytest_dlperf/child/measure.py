@@ -213,7 +213,7 @@ def measure(
             pacer.wait()
             if r == 0 and pacer.rewarms and rewarm_steps(scenario):
                 phases.enter(phases.WARMUP)
-                _rewarm(loop, scenario)
+                rewarm(loop, scenario)
             if r == 0:
                 phases.enter(phases.MEASURE)
             drain = getattr(loop, "drain_prefetched", None)
@@ -330,7 +330,7 @@ def rewarm_steps(scenario: Scenario) -> int:
     return min(scenario.warmup_steps, scenario.steps_per_round)
 
 
-def _rewarm(loop: TrainingLoop, scenario: Scenario) -> None:
+def rewarm(loop: TrainingLoop, scenario: Scenario) -> None:
     """Untimed steps, after the group's build and before this child's first timed round (their
     losses are checked, not kept: the loss curve stays warm-up plus timed rounds)."""
     handles = [loop.step() for _ in range(rewarm_steps(scenario))]

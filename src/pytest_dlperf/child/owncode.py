@@ -54,7 +54,8 @@ def module_files(module: ModuleType) -> list[str]:
 
 class _Finder(importlib.abc.MetaPathFinder):
     """Finds the project's names in one side's folders only (a namespace package's inner packages in its
-    portions there); a name they lack falls through to the usual finders, and the check then says so."""
+    portions there). A name they lack is not found at all: that side's revision has no such module (one the
+    other revision added), and the other tree's copy or an installed one must not stand in for it."""
 
     def __init__(self, roots: Sequence[str], modules: Sequence[str]):
         self.roots, self.modules = list(roots), set(modules)
@@ -64,7 +65,10 @@ class _Finder(importlib.abc.MetaPathFinder):
             return None
         parts = fullname.split(".")
         where = [os.path.join(root, *parts[:-1]) for root in self.roots]
-        return importlib.machinery.PathFinder.find_spec(fullname, where)
+        spec = importlib.machinery.PathFinder.find_spec(fullname, where)
+        if spec is None:
+            raise ModuleNotFoundError(f"No module named {fullname!r} in {', '.join(self.roots)}", name=fullname)
+        return spec
 
 
 class Side:

@@ -22,8 +22,8 @@ from pytest_dlperf.child.environment import hardware_key, host_record
 from pytest_dlperf.child.measure import StdinPacer, pace_rounds
 from pytest_dlperf.child.rank import exit_after_result
 from pytest_dlperf.lifeline import die_with_parent
-from pytest_dlperf.protocol import (ERROR, EXIT_ERROR, PACED_FLAG, PHASES, PROGRESS_PREFIX, RESULT, TRAINER_LOOP,
-                                    write_result)
+from pytest_dlperf.protocol import (ERROR, EXIT_ERROR, NOT_IN_REFERENCE, PACED_FLAG, PHASES, PROGRESS_PREFIX, RESULT,
+                                    TRAINER_LOOP, write_result)
 from pytest_dlperf.result import TrainingResult
 from pytest_dlperf.scenario import Scenario, ScenarioError
 
@@ -83,6 +83,8 @@ def failure_reason(exc: BaseException) -> str:
         return "error in your code"
     if type(exc).__name__ == "TrainerInOneProcess":
         return TRAINER_LOOP
+    if type(exc).__name__ == "NotInReference":
+        return NOT_IN_REFERENCE
     if type(exc).__name__ in ("HarnessError", "CodeOriginError", "StopTraining"):
         return "error in pytest-dlperf"
     return "training failed"

@@ -21,11 +21,13 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class UserCodeError(RuntimeError):
-    """Your code raised; ``traceback`` is its traceback without the plugin's frames."""
+    """Your code raised; ``traceback`` is its traceback without the plugin's frames. ``absent``: what a
+    ``module:function`` setting names and its folders do not hold (a revision from before it was written)."""
 
-    def __init__(self, message: str, traceback_text: str):
+    def __init__(self, message: str, traceback_text: str, absent: str = ""):
         super().__init__(message)
         self.traceback = traceback_text
+        self.absent = absent
 
 
 def _ours(frame: traceback.FrameSummary) -> bool:
@@ -70,7 +72,7 @@ def load(setting: str, value: str, import_path: Sequence[str]) -> Callable[..., 
             raise UserCodeError(
                 f"{setting}={value!r}: no module named {exc.name!r}; looked in the test's folders ({searched}) "
                 f"and the installed packages. Put {module_name.split('.')[0]}.py beside the test file, or pip "
-                f"install the package that holds it", user_traceback(exc)) from None
+                f"install the package that holds it", user_traceback(exc), absent=f"module {exc.name}") from None
         raise UserCodeError(f"importing {module_name!r} for {setting}={value!r} raised "
                             f"{type(exc).__name__}: {exc}", user_traceback(exc)) from exc
     except Exception as exc:
@@ -83,7 +85,8 @@ def load(setting: str, value: str, import_path: Sequence[str]) -> Callable[..., 
         except AttributeError:
             public = sorted(n for n in vars(module) if callable(getattr(module, n)) and not n.startswith("_"))
             raise UserCodeError(f"{setting}={value!r}: {module_name} ({getattr(module, '__file__', '?')}) has no "
-                                f"{attribute!r}; its functions: {', '.join(public[:12]) or 'none'}", "") from None
+                                f"{attribute!r}; its functions: {', '.join(public[:12]) or 'none'}", "",
+                                absent=f"{attribute} in {module_name}") from None
     if not callable(target):
         raise UserCodeError(f"{setting}={value!r} names a {type(target).__name__}, not a function", "")
     return target

@@ -197,14 +197,15 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
 
 
 def _summary(tr: pytest.TerminalReporter, state: DlperfSession, quiet: bool) -> None:
-    if not (state.ab_outcomes or state.verdicts or state.judges):  # nothing to sum up
+    if not (state.ab_outcomes or state.ab_not_compared or state.verdicts or state.judges):  # nothing to sum up
         return
     from pytest_dlperf.judging.verdict import IMPROVEMENT
     from pytest_dlperf.plugin import report
 
-    if state.ab_outcomes:
+    if state.ab_outcomes or state.ab_not_compared:
         tr.section("dlperf A/B")
-        for line in report.ab_lines(state.ab_outcomes, state.reference_description(), state.options.ab_threshold):
+        for line in report.ab_lines(state.ab_outcomes, state.reference_description(), state.options.ab_threshold,
+                                    state.ab_not_compared):
             tr.write_line(line)
     if not state.verdicts:
         if state.judges:

@@ -197,11 +197,15 @@ def pruned_lines(pruned: Sequence[tuple[str, str, str]], limit: int = 5) -> list
 
 
 def ab_lines(outcomes: Sequence[tuple[str, str, PairedRatio, str, dict[str, str]]], reference: str,
-             threshold: float) -> list[str]:
+             threshold: float, not_compared: Sequence[tuple[str, str, str]] = ()) -> list[str]:
     """A/B mode: the counts first, what the reference is, then one row per scenario: candidate/reference
-    throughput with its interval and the process pairs it rests on; then where each side's code came from."""
+    throughput with its interval and the process pairs it rests on; then where each side's code came from;
+    then the scenarios the reference could not run (``not_compared``: test, label, why)."""
+    absent = [f"{_short(test, label)}: not compared: {why}" for test, label, why in not_compared]
     if not outcomes:
-        return []
+        return ([f"No scenario compared with the reference; {count(len(not_compared), 'scenario')} new in the "
+                 "candidate, judged against stored baselines only.", reference, "", *absent] if absent else [])
+    also = f" {count(len(absent), 'scenario')} new in the candidate, not compared." if absent else ""
     body = [(_short(test, label), f"{r.estimate:.3f}x", f"[{r.low:.3f}, {r.high:.3f}]", str(r.n), decision)
             for test, label, r, decision, _ in outcomes]
     header = ("scenario", "candidate/reference", f"{outcomes[0][2].confidence:.0%} interval", "pairs", "verdict")
@@ -210,5 +214,6 @@ def ab_lines(outcomes: Sequence[tuple[str, str, PairedRatio, str, dict[str, str]
             for side, where in sides.items()]
     return [f"{count(len(outcomes), 'scenario')} compared with the reference (threshold {threshold:.0%}): "
             f"{c[REGRESSION]} slower (regression). {c[IMPROVEMENT]} faster (improvement). "
-            f"{c[OK]} no change. {c[INCONCLUSIVE]} inconclusive.",
-            reference, "", *text.table(header, body), *([""] + code if code else [])]
+            f"{c[OK]} no change. {c[INCONCLUSIVE]} inconclusive.{also}",
+            reference, "", *text.table(header, body), *([""] + code if code else []),
+            *([""] + absent if absent else [])]

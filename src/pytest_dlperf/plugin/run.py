@@ -8,7 +8,7 @@ import contextlib
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Collection, Iterator
+from typing import Any, Callable, Collection, Iterator, Mapping
 
 import pytest
 
@@ -28,7 +28,7 @@ from pytest_dlperf.processes.paired import DEFAULT_PROCESSES, PairedResult, Vari
 from pytest_dlperf.processes.runner import (PACKAGE_DIR, ScenarioFailed, run_loader_only, run_scenario, run_scenarios,
                                            unshareable)
 from pytest_dlperf.profiles import COUNTED_ROUNDS, EMULATED_SHAPE, scenario_for
-from pytest_dlperf.protocol import TRAINER_LOOP
+from pytest_dlperf.protocol import NOT_IN_REFERENCE, TRAINER_LOOP
 from pytest_dlperf.result import TrainingResult
 from pytest_dlperf.scenario import Scenario, ScenarioError
 
@@ -296,7 +296,10 @@ class DlperfRun:
         if revision is not None and (scenario.step or scenario.loop) and reference.python is None \
                 and reference.package is None:
             # both sides are your step or loop module at two revisions under one interpreter and one plugin
-            alternated = self._alternated(reference.scenario, scenario)
+            try:
+                alternated = self._alternated(reference.scenario, scenario)
+            except _NotInReference as absent:
+                return self._new_in_candidate(scenario, reference.name, str(absent), commits)
         if alternated is not None:
             result, ref_result, ratio = alternated
         else:  # at least two generations, so the interval rests on more than one process pair
@@ -315,6 +318,20 @@ class DlperfRun:
             pytest.fail(f"A/B slower: {scenario.label} throughput candidate/reference {ratio.describe()}, "
                         f"beyond the {options.ab_threshold:.0%} threshold; {stacks}\n"
                         f"{self._session.reference_description()}", pytrace=False)
+        return result
+
+    def _new_in_candidate(self, scenario: Scenario, reference: str, absent: str,
+                          commits: Mapping[str, str] | None) -> TrainingResult:
+        """A step or loop the reference revision does not hold (a pull request that adds it): nothing to
+        compare, so the candidate runs alone, judged against its stored baselines like any run, and the A/B
+        summary says it was not compared and why. The test passes unless the candidate itself fails."""
+        why = f"{absent}: new in the candidate"
+        self._session.console.for_scenario(f"{reference} vs {scenario.label}")(f"not compared: {why}; the "
+                                                                              "candidate runs alone")
+        result = self.ledger.record(self._measured(scenario, f"training {scenario.describe()}",
+                                                   lambda progress: run_scenario(scenario, self._workdir, progress)))
+        self._item.user_properties += figures.of_not_compared(scenario.label, why, commits)
+        self._session.ab_not_compared.append((self._item.nodeid, scenario.label, why))
         return result
 
     def _sides(self, scenario: Scenario, tree: Any) -> tuple[Scenario, Scenario]:
@@ -384,6 +401,8 @@ class DlperfRun:
             if exc.reason == TRAINER_LOOP:
                 say("a trainer's loop: compared in process pairs instead")
                 return None
+            if exc.reason == NOT_IN_REFERENCE:
+                raise _NotInReference(exc.detail.split(": ", 1)[-1]) from None
             problem = exc.report()
         except DeviceLockTimeout as exc:
             problem = f"scenario {candidate.label!r} not run: {exc}"
@@ -431,6 +450,10 @@ class DlperfRun:
                         f"{hw} ({self._session.store.path(hw)}), and --dlperf-require-baselines is set. Record "
                         "them on this machine with pytest --update-baselines, then commit baselines/", pytrace=False)
         return verdicts
+
+
+class _NotInReference(Exception):
+    """The reference revision has no module or function the scenario's step= or loop= names."""
 
 
 def _headline(result: TrainingResult) -> str:

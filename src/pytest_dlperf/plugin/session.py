@@ -45,6 +45,8 @@ class DlperfSession:
         #: A/B mode: (test, label, candidate/reference ratio, decision) per scenario.
         #: (test, label, ratio, verdict, where each side's code came from) of every A/B comparison.
         self.ab_outcomes: list[tuple[str, str, PairedRatio, str, dict[str, str]]] = []
+        #: (test, label, why) of every scenario A/B mode could not compare: new in the candidate.
+        self.ab_not_compared: list[tuple[str, str, str]] = []
         self.console = Console(config)
         #: pytest-benchmark integration (``benchmark.BenchmarkExport``), when that plugin is active.
         self.benchmarks: Any = None
@@ -193,6 +195,7 @@ class DlperfSession:
                 "written": [str(p) for p in self.written],
                 "ab_outcomes": [(test, label, ratio.to_dict(), decision, code)
                                 for test, label, ratio, decision, code in self.ab_outcomes],
+                "ab_not_compared": self.ab_not_compared,
                 "collected": self.collected, "filtered": self.filtered, "family": self.family,
                 "measures": self.measures}
 
@@ -209,6 +212,7 @@ class DlperfSession:
 
             self.ab_outcomes += [(test, label, PairedRatio.from_dict(ratio), decision, code)
                                  for test, label, ratio, decision, code in output["ab_outcomes"]]
+        self.ab_not_compared += [(test, label, why) for test, label, why in output.get("ab_not_compared", [])]
         self.collected += [nodeid for nodeid in output.get("collected", []) if nodeid not in self.collected]
         self.measures = self.measures or bool(output.get("measures"))
         self.filtered = self.filtered or bool(output.get("filtered"))

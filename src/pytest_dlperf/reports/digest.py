@@ -22,6 +22,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
+from pytest_dlperf.figures import NOT_COMPARED
 from pytest_dlperf.reports.combine import own_records
 from pytest_dlperf.reports.records import MetricRecord, TestRecord
 from pytest_dlperf.result import LOWER
@@ -211,10 +212,12 @@ class Digest:
                  f"{c['inconclusive']} inconclusive", count(len(self.failures["correctness"]), "correctness failure")]
         if self.failures["other"]:
             parts.append(count(len(self.failures["other"]), "other failed test"))
+        new = f" ({c[NOT_COMPARED]} new in the candidate, not compared)" if c[NOT_COMPARED] else ""
         stored = (f"stored baselines, for information: {count(len(self.by_verdict('regression')), 'regression')} "
                   f"of {count(self.judged, 'figure')} judged")
-        return (f"{self.headline}: " + ", ".join(parts) + f" · {count(len(self.ab_verdicts), 'scenario')} "
-                f"compared with the reference · {stored}" + (f" · {', '.join(self.software)}" if self.software else ""))
+        compared = count(len(self.ab_verdicts) - c[NOT_COMPARED], "scenario")
+        return (f"{self.headline}: " + ", ".join(parts) + f" · {compared} compared with the reference{new} · {stored}"
+                + (f" · {', '.join(self.software)}" if self.software else ""))
 
 
 def digest(tests: Sequence[TestRecord]) -> Digest:
