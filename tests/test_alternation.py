@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -146,7 +147,11 @@ def test_an_editable_install_s_folders_inside_the_repository_are_roots(tmp_path,
     finder = type(sys)("__editable___fproj_0_1_finder")
     finder.MAPPING = {"fproj": str(tmp_path / "flat" / "fproj")}  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, finder.__name__, finder)
-    monkeypatch.setattr(sys, "path", [*sys.path, str(tmp_path / "src")])  # a path .pth
+    venv_bin = tmp_path / ".venv" / "bin"  # the folder of the script that started pytest: first on sys.path
+    venv_bin.mkdir(parents=True)
+    (tmp_path / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n", encoding="utf-8")
+    (venv_bin / "activate_this.py").write_text("", encoding="utf-8")  # as uv's venvs have
+    monkeypatch.setattr(sys, "path", [str(venv_bin), *sys.path, str(tmp_path / "src")])  # and a path .pth
     roots = owncode.editable_roots(tmp_path)
     assert roots == [(tmp_path / "src").resolve(), (tmp_path / "flat").resolve()]
 
@@ -180,17 +185,22 @@ def _loop_tree(root: Path, delay: float, loop: str = LOOP) -> Path:
     return root
 
 
-def _loop_sides(tmp_path: Path, reference: float, candidate: float, loop: str = LOOP) -> dict[str, Scenario]:
-    trees = {"reference": _loop_tree(tmp_path / "base", reference), "candidate": _loop_tree(tmp_path / "change",
-                                                                                              candidate, loop)}
+def _sides_of(trees: dict[str, Path], **settings: Any) -> dict[str, Scenario]:
+    """Each side's scenario: its tree's project modules, its tree and the other side's."""
     sides = {}
     for name, tree in trees.items():
         other = trees["candidate" if name == "reference" else "reference"]
         code = owncode.find([tree, tree / "src"], tree, tree)
-        sides[name] = Scenario(framework="torch", model="m", loop="altloop.train:train", import_path=code.roots,
-                               batch_size=2, warmup_steps=1, rounds=2, steps_per_round=3,
-                               own_code={"modules": list(code.modules), "tree": str(tree), "other": str(other)})
+        sides[name] = Scenario(framework="torch", model="m", import_path=code.roots, batch_size=2, **settings,
+                               own_code={"modules": list(code.modules), "tree": str(tree), "other": str(other),
+                                         "describe": f"the {name} tree"})
     return sides
+
+
+def _loop_sides(tmp_path: Path, reference: float, candidate: float, loop: str = LOOP) -> dict[str, Scenario]:
+    trees = {"reference": _loop_tree(tmp_path / "base", reference), "candidate": _loop_tree(tmp_path / "change",
+                                                                                              candidate, loop)}
+    return _sides_of(trees, loop="altloop.train:train", warmup_steps=1, rounds=2, steps_per_round=3)
 
 
 @pytest.fixture
@@ -259,15 +269,7 @@ def _step_sides(tmp_path: Path, reference_has_step: bool = True, reference_has_f
             text = COUNTING_STEP if name == "candidate" or reference_has_function else "def other():\n    pass\n"
             (package / "step.py").write_text(text, encoding="utf-8")
         trees[name] = tmp_path / name
-    sides = {}
-    for name, tree in trees.items():
-        other = trees["candidate" if name == "reference" else "reference"]
-        code = owncode.find([tree, tree / "src"], tree, tree)
-        sides[name] = Scenario(framework="torch", model="m", step="newproj.step:make_step", import_path=code.roots,
-                               batch_size=2, warmup_steps=2, rounds=3, steps_per_round=4,
-                               own_code={"modules": list(code.modules), "tree": str(tree), "other": str(other),
-                                         "describe": f"the {name} tree"})
-    return sides
+    return _sides_of(trees, step="newproj.step:make_step", warmup_steps=2, rounds=3, steps_per_round=4)
 
 
 @pytest.mark.framework("torch")

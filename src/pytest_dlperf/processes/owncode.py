@@ -99,9 +99,16 @@ def editable_roots(repository: Path) -> list[Path]:
     roots = []
     for folder in candidates:
         real = folder.resolve()
-        if real.is_dir() and _inside(real, repository) and not installed(real) and real not in roots:
+        if real.is_dir() and _inside(real, repository) and not installed(real) and not _in_venv(real, repository) \
+                and real not in roots:
             roots.append(real)
     return roots
+
+
+def _in_venv(folder: Path, repository: Path) -> bool:
+    """Whether ``folder`` lies in a virtual environment inside ``repository`` (its ``bin/``, where the script
+    pytest was started by puts itself first on ``sys.path``, holds no module of the project)."""
+    return any((parent / "pyvenv.cfg").exists() for parent in (folder, *folder.parents) if _inside(parent, repository))
 
 
 def _inside(path: Path, folder: Path) -> bool:
