@@ -77,3 +77,28 @@ def test_an_unknown_revision_names_the_fix(repo: Path) -> None:
 def test_outside_a_repository_the_error_says_where_to_run(tmp_path: Path) -> None:
     with pytest.raises(RevisionError, match="not in one: run pytest inside your repository"):
         toplevel(tmp_path)
+
+
+def test_the_worktree_shares_what_git_ignores_but_environments_caches_and_builds(repo: Path) -> None:
+    (repo / ".gitignore").write_text("data/\n.venv/\n__pycache__/\nbuild/\n*.so\npkg/_version.py\nnew_untracked_ok\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-qm", "Ignore data and outputs")
+    (repo / "data").mkdir()
+    (repo / "data" / "train.bin").write_bytes(b"\x00" * 64)
+    (repo / ".venv").mkdir()
+    (repo / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (repo / "pkg" / "__pycache__").mkdir()
+    (repo / "pkg" / "__pycache__" / "step.cpython-311.pyc").write_bytes(b"")
+    (repo / "build" / "lib").mkdir(parents=True)
+    (repo / "pkg" / "fast.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")
+    (repo / "pkg" / "_version.py").write_text("version = '1.0'\n")  # as setuptools-scm writes it
+    (repo / "pkg" / "new.py").write_text("")  # untracked, not ignored: the candidate's own change
+    with Worktree(repo, resolve(repo, "HEAD")) as tree:
+        assert (tree.path / "data").is_symlink() and (tree.path / "data" / "train.bin").read_bytes() == b"\x00" * 64
+        version = tree.path / "pkg" / "_version.py"
+        assert version.is_file() and not version.is_symlink()  # the worktree's own module, for the origin check
+        for absent in (".venv", "pkg/__pycache__", "build", "pkg/fast.cpython-311-x86_64-linux-gnu.so", "pkg/new.py"):
+            assert not (tree.path / absent).exists(), absent
+        assert sorted(tree.shared) == ["data/", "pkg/_version.py"]
+    assert (repo / "data" / "train.bin").read_bytes() == b"\x00" * 64  # removing the worktree left the data
+    assert (repo / "pkg" / "_version.py").exists()

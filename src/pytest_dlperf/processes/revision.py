@@ -4,11 +4,14 @@
 at ``REV``: the plugin adds a detached ``git worktree`` of that commit for the run and removes it at
 the end. The project's import folders (:mod:`pytest_dlperf.processes.owncode`) and, when the plugin
 itself lives in the repository, this package are taken from the worktree instead of the working tree
-(:meth:`Worktree.remap`); the candidate is the working tree as it is, uncommitted changes included.
+(:meth:`Worktree.remap`); the candidate is the working tree as it is, uncommitted changes included. What git
+ignores in the working tree and the code reads at run time (data sets, checkpoints, a generated ``_version.py``)
+is in no revision, so the worktree shares it (:func:`share_ignored`).
 """
 
 from __future__ import annotations
 
+import importlib.machinery
 import shutil
 import subprocess
 import tempfile
@@ -18,6 +21,12 @@ from pathlib import Path
 
 class RevisionError(ValueError):
     """The revision cannot be checked out; the message names the problem and the fix."""
+
+
+#: What git ignores that the worktree must not share: caches and build outputs (the revision's own, or none),
+#: and, apart from these names, virtual environments and compiled extension modules (:func:`share_ignored`).
+NOT_SHARED = frozenset({".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".tox", ".nox",
+                        "build", "dist"})
 
 
 @dataclass(frozen=True)
@@ -74,12 +83,14 @@ class Worktree:
     def __init__(self, top: Path, commit: Commit, parent: Path | None = None):
         self.top, self.commit = top, commit
         self.path = Path(tempfile.mkdtemp(prefix=f"dlperf-rev-{commit.short}-", dir=parent)) / "tree"
+        self.shared: list[str] = []
 
     def __enter__(self) -> "Worktree":
         done = _git(self.top, "worktree", "add", "--detach", "--quiet", str(self.path), self.commit.sha)
         if done.returncode != 0:
             raise RevisionError(f"could not check out {self.commit.describe()} beside {self.top}: "
                                 f"{done.stderr.strip()}")
+        self.shared = share_ignored(self.top, self.path)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -113,12 +124,37 @@ class Worktree:
         return None
 
 
+def share_ignored(top: Path, tree: Path) -> list[str]:
+    """Give the worktree ``tree`` what git ignores in the working tree ``top``: a folder or a data file is
+    linked, a Python file copied (a generated module is then the worktree's own, as the origin check requires);
+    virtual environments, caches, build outputs and compiled extension modules are not shared. The paths
+    shared, relative to ``top`` (a wholly ignored folder ends in ``/``)."""
+    done = _git(top, "ls-files", "--others", "--ignored", "--exclude-standard", "--directory", "-z")
+    shared = []
+    for relative in (done.stdout.split("\0") if done.returncode == 0 else []):
+        path = relative.rstrip("/")
+        source, target = top / path, tree / path
+        if not path or any(part in NOT_SHARED or part.endswith(".egg-info") for part in Path(path).parts) \
+                or path.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)) or (source / "pyvenv.cfg").exists() \
+                or target.exists() or target.is_symlink():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_file() and source.suffix == ".py":
+            shutil.copy2(source, target)
+        else:
+            target.symlink_to(source, target_is_directory=source.is_dir())
+        shared.append(relative)
+    return shared
+
+
 class ReferenceRevision:
     """The run's reference revision: resolved when the run starts, checked out on first use, removed at the end."""
 
     def __init__(self, top: Path, commit: Commit, candidate: Commit):
         self.top, self.commit, self.candidate = top, commit, candidate
         self._tree: Worktree | None = None
+        #: What the worktree shares of the working tree's ignored files (:func:`share_ignored`), once made.
+        self.shared: list[str] = []
 
     @classmethod
     def of(cls, folder: Path, rev: str) -> "ReferenceRevision":
@@ -128,6 +164,7 @@ class ReferenceRevision:
     def tree(self) -> Worktree:
         if self._tree is None:
             self._tree = Worktree(self.top, self.commit).__enter__()
+            self.shared = self._tree.shared
         return self._tree
 
     def close(self) -> None:
@@ -136,4 +173,9 @@ class ReferenceRevision:
             self._tree = None
 
     def describe(self) -> str:
-        return f"reference {self.commit.describe()}, candidate the working tree at {self.candidate.describe()}"
+        shared = ""
+        if self.shared:
+            more = f" and {len(self.shared) - 3} more" if len(self.shared) > 3 else ""
+            shared = f"; the worktree shares what git ignores here: {', '.join(self.shared[:3])}{more}"
+        return (f"reference {self.commit.describe()}, candidate the working tree at {self.candidate.describe()}"
+                + shared)
