@@ -7,11 +7,21 @@ pytest-benchmark, for one, switches itself off in a worker.
 """
 
 import os
+import tempfile
+from pathlib import Path
 
 import pytest
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        # Two workers (tox -e selftest) each start children. The CPU lock would make one worker's child wait
+        # for the other's, a minute behind a child counted under Valgrind; so each worker locks within its
+        # own folder, and its children get one OpenMP thread, lest the threads of one spin at every barrier
+        # while the other's hold the two cores. The lock's own tests are marked serial and run without xdist.
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+        os.environ["DLPERF_LOCK_DIR"] = str(Path(tempfile.gettempdir()) / f"dlperf-selftest-locks-{worker}")
     # pytester unloads after each test the modules the test imported, and numpy's extensions cannot be
     # loaded twice in one process: loaded first inside a pytester test (dlperf compare, in-process), scipy's
     # stats left numpy.fft half gone, and every later in-process judgement failed to import it. Loaded here,
