@@ -213,6 +213,16 @@ def test_header_names_the_counted_file_only_where_the_project_counts(pytester: p
     run(pytester).stdout.fnmatch_lines([f"dlperf: hardware {key}, compared with */{key}.json (no smoke entries yet*"])
 
 
+def test_header_says_other_xdist_workers_run_beside_a_measured_scenario(pytester: pytest.Pytester) -> None:
+    """The devices' lock keeps scenarios apart, not the tests of other workers."""
+    pytest.importorskip("xdist", reason="needs pytest-xdist (tox.ini: torch env)")
+    pytester.makepyfile(test_timed="def test_timed(): pass")
+    line = "dlperf: pytest-xdist with 2 workers: scenarios measure one at a time, but the other workers' tests *"
+    run(pytester, "-n", "2").stdout.fnmatch_lines([line])
+    run(pytester, "-n", "1").stdout.no_fnmatch_line("*pytest-xdist with*")
+    run(pytester).stdout.no_fnmatch_line("*pytest-xdist with*")
+
+
 @pytest.mark.framework("torch")
 def test_require_baselines_fails_a_test_without_them(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_train=TRAIN_TEST)

@@ -113,6 +113,10 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     lines = [f"dlperf: profile {s.profile}, baselines {s.baseline_dir}, {mode}, scenario timeout {s.timeout:g} s"
              + (", missing baselines fail" if s.require_baselines else "")]
     lines += state.header_lines()
+    workers = getattr(config.option, "numprocesses", None)  # pytest-xdist's -n, resolved on its controller
+    if isinstance(workers, int) and workers > 1:
+        lines.append(f"dlperf: pytest-xdist with {workers} workers: scenarios measure one at a time, but the other "
+                     "workers' tests run beside them and can slow them; record baselines without -n")
     if s.ab_mode:
         lines.append(f"dlperf A/B mode: every scenario also runs on the reference ({state.reference_description()}), "
                      f"interleaved ({s.pairs} pairs); a test fails when the candidate is more than "
