@@ -105,10 +105,15 @@ def editable_roots(repository: Path) -> list[Path]:
     return roots
 
 
+def is_venv(folder: Path) -> bool:
+    """Whether ``folder`` is a virtual environment (it holds ``pyvenv.cfg``)."""
+    return (folder / "pyvenv.cfg").exists()
+
+
 def _in_venv(folder: Path, repository: Path) -> bool:
     """Whether ``folder`` lies in a virtual environment inside ``repository`` (its ``bin/``, where the script
     pytest was started by puts itself first on ``sys.path``, holds no module of the project)."""
-    return any((parent / "pyvenv.cfg").exists() for parent in (folder, *folder.parents) if _inside(parent, repository))
+    return any(is_venv(parent) for parent in (folder, *folder.parents) if _inside(parent, repository))
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -131,7 +136,7 @@ def modules_in(root: Path, skip: Sequence[Path] = ()) -> tuple[list[str], list[s
     for entry in entries:
         if entry.name.startswith((".", "__")):
             continue
-        if (entry / "pyvenv.cfg").exists() or installed(entry) or entry.resolve() in (_PLUGIN, *skip):
+        if is_venv(entry) or installed(entry) or entry.resolve() in (_PLUGIN, *skip):
             continue
         stem = entry.name.split(".")[0]
         if not stem.isidentifier():

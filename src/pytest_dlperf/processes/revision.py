@@ -18,6 +18,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_dlperf.processes.owncode import is_venv
+
 
 class RevisionError(ValueError):
     """The revision cannot be checked out; the message names the problem and the fix."""
@@ -134,9 +136,7 @@ def share_ignored(top: Path, tree: Path) -> list[str]:
     for relative in (done.stdout.split("\0") if done.returncode == 0 else []):
         path = relative.rstrip("/")
         source, target = top / path, tree / path
-        if not path or any(part in NOT_SHARED or part.endswith(".egg-info") for part in Path(path).parts) \
-                or path.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)) or (source / "pyvenv.cfg").exists() \
-                or target.exists() or target.is_symlink():
+        if not path or _not_shared(path, source) or target.exists() or target.is_symlink():
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
         if source.is_file() and source.suffix == ".py":
@@ -145,6 +145,12 @@ def share_ignored(top: Path, tree: Path) -> list[str]:
             target.symlink_to(source, target_is_directory=source.is_dir())
         shared.append(relative)
     return shared
+
+
+def _not_shared(path: str, source: Path) -> bool:
+    """A cache, build output, virtual environment or compiled extension module: none is the worktree's to share."""
+    return (any(part in NOT_SHARED or part.endswith(".egg-info") for part in Path(path).parts)
+            or path.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)) or is_venv(source))
 
 
 class ReferenceRevision:
